@@ -1,0 +1,18 @@
+// Bundles each entry point into one ESM file so the image needs no node_modules
+// and the sidecar starts without resolving hundreds of files.
+import { build } from 'esbuild';
+
+const common = {
+  bundle: true,
+  platform: 'node',
+  target: 'node24',
+  format: 'esm',
+  sourcemap: true,
+  legalComments: 'none',
+  // Some CommonJS dependencies call require(); give the ESM bundle one.
+  banner: { js: "import { createRequire as __jhCreateRequire } from 'node:module'; const require = __jhCreateRequire(import.meta.url);" },
+  logLevel: 'warning',
+};
+
+await build({ ...common, entryPoints: { jobharvest: 'src/cli/main.ts' }, outdir: 'dist', outExtension: { '.js': '.mjs' }, banner: { js: '#!/usr/bin/env node\n' + common.banner.js } });
+await build({ ...common, entryPoints: { sidecar: 'sidecar/main.ts' }, outdir: 'dist', outExtension: { '.js': '.mjs' }, splitting: false });

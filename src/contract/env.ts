@@ -1,0 +1,96 @@
+/**
+ * The contract between the webhook and the sidecar: every environment variable
+ * the webhook may set on the sidecar container, and what it means. The webhook
+ * writes these names; the sidecar reads them. Both import this file, so a rename
+ * breaks the build instead of silently breaking delivery.
+ *
+ * `source` tells who fills the variable:
+ * - `downward`: the webhook wires it to the Downward API (fieldRef/label);
+ * - `settings`: the webhook copies it from the resolved settings (plain env);
+ * - `secret`:   only ever set through `valueFrom.secretKeyRef`, never inline.
+ */
+
+export type EnvSource = 'downward' | 'settings' | 'secret';
+
+export interface EnvVarSpec {
+  readonly name: string;
+  readonly source: EnvSource;
+  /** Default the sidecar applies when the variable is unset, as text. */
+  readonly default?: string;
+  readonly description: string;
+}
+
+function spec<const T extends EnvVarSpec>(s: T): T {
+  return s;
+}
+
+export const ENV = {
+  // --- identity, from the Downward API -----------------------------------
+  POD_NAME: spec({ name: 'POD_NAME', source: 'downward', description: 'Pod name (metadata.name). Also used in the node-mode subPathExpr.' }),
+  POD_NAMESPACE: spec({ name: 'POD_NAMESPACE', source: 'downward', description: 'Pod namespace (metadata.namespace). Also used in the node-mode subPathExpr.' }),
+  POD_UID: spec({ name: 'POD_UID', source: 'downward', description: 'Pod uid (metadata.uid). Also used in the node-mode subPathExpr.' }),
+  NODE_NAME: spec({ name: 'NODE_NAME', source: 'downward', description: 'Node the pod runs on (spec.nodeName).' }),
+  JOB_NAME: spec({ name: 'JOBHARVEST_JOB_NAME', source: 'downward', description: "Job name, from the pod label batch.kubernetes.io/job-name." }),
+  SELF_CONTAINER: spec({ name: 'JOBHARVEST_SELF_CONTAINER', source: 'settings', default: 'jobharvest', description: "The sidecar's own container name; its own logs are not shipped, to avoid a feedback loop." }),
+
+  // --- source --------------------------------------------------------------
+  MODE: spec({ name: 'JOBHARVEST_MODE', source: 'settings', default: 'node', description: 'Where logs are read: `node` (the pod log directory) or `api` (pods/log through the API server). The webhook resolves `auto` before setting it.' }),
+  LOG_DIR: spec({ name: 'JOBHARVEST_LOG_DIR', source: 'settings', default: '/var/log/jobharvest/pod', description: "node mode: the mounted pod log directory (<ns>_<pod>_<uid>)." }),
+  STATE_DIR: spec({ name: 'JOBHARVEST_STATE_DIR', source: 'settings', default: '/var/lib/jobharvest', description: 'Checkpoints and the dead-letter file; an emptyDir so they survive sidecar restarts.' }),
+
+  // --- sink ----------------------------------------------------------------
+  SINK: spec({ name: 'JOBHARVEST_SINK', source: 'settings', default: 'stdout', description: 'Sink type: http, loki, elasticsearch, otlp, syslog, forward, stdout.' }),
+  ENDPOINT: spec({ name: 'JOBHARVEST_ENDPOINT', source: 'settings', description: 'Sink endpoint URL (http/https/tcp/tls). Required for every sink but stdout.' }),
+  HEADERS: spec({ name: 'JOBHARVEST_HEADERS', source: 'settings', description: 'Extra request headers as comma-separated name=value pairs (not for secrets).' }),
+  GZIP: spec({ name: 'JOBHARVEST_GZIP', source: 'settings', default: 'true', description: 'Compress request bodies with gzip where the sink supports it.' }),
+  TLS_CA_FILE: spec({ name: 'JOBHARVEST_TLS_CA_FILE', source: 'settings', description: 'PEM file of CAs trusted for the sink endpoint.' }),
+  TLS_CERT_FILE: spec({ name: 'JOBHARVEST_TLS_CERT_FILE', source: 'settings', description: 'PEM client certificate for mutual TLS.' }),
+  TLS_KEY_FILE: spec({ name: 'JOBHARVEST_TLS_KEY_FILE', source: 'settings', description: 'PEM client key for mutual TLS.' }),
+  TLS_INSECURE: spec({ name: 'JOBHARVEST_TLS_INSECURE_SKIP_VERIFY', source: 'settings', default: 'false', description: 'Skip server certificate verification (testing only).' }),
+  AUTH_TOKEN: spec({ name: 'JOBHARVEST_AUTH_TOKEN', source: 'secret', description: 'Bearer token sent as Authorization. Only from a Secret.' }),
+  AUTH_USERNAME: spec({ name: 'JOBHARVEST_AUTH_USERNAME', source: 'secret', description: 'Basic-auth user name. Only from a Secret.' }),
+  AUTH_PASSWORD: spec({ name: 'JOBHARVEST_AUTH_PASSWORD', source: 'secret', description: 'Basic-auth password. Only from a Secret.' }),
+  SHARED_KEY: spec({ name: 'JOBHARVEST_SHARED_KEY', source: 'secret', description: 'forward sink: shared key for Fluentd authentication. Only from a Secret.' }),
+
+  // --- sink-specific -------------------------------------------------------
+  ES_INDEX: spec({ name: 'JOBHARVEST_ES_INDEX', source: 'settings', default: 'jobharvest', description: 'elasticsearch sink: target index or data stream.' }),
+  OTLP_ENCODING: spec({ name: 'JOBHARVEST_OTLP_ENCODING', source: 'settings', default: 'protobuf', description: 'otlp sink: protobuf or json.' }),
+  LOKI_TENANT: spec({ name: 'JOBHARVEST_LOKI_TENANT', source: 'settings', description: 'loki sink: X-Scope-OrgID tenant.' }),
+  FORWARD_TAG: spec({ name: 'JOBHARVEST_FORWARD_TAG', source: 'settings', default: 'kube.${namespace}.${job}.${container}', description: 'forward sink: tag template; ${namespace} ${pod} ${container} ${job} ${stream} are replaced.' }),
+  SYSLOG_SEVERITY: spec({ name: 'JOBHARVEST_SYSLOG_SEVERITY', source: 'settings', default: 'stdout=info,stderr=err', description: 'syslog sink: severity per stream.' }),
+  SYSLOG_MAX_MESSAGE_BYTES: spec({ name: 'JOBHARVEST_SYSLOG_MAX_MESSAGE_BYTES', source: 'settings', default: '65536', description: "syslog sink: receiver's message size limit; longer messages are truncated with a marker." }),
+
+  // --- pipeline --------------------------------------------------------------
+  DRAIN_SECONDS: spec({ name: 'JOBHARVEST_DRAIN_SECONDS', source: 'settings', default: '25', description: 'After SIGTERM, how long the sidecar may spend reading to EOF, flushing and waiting for acks.' }),
+  MAX_RECORD_BYTES: spec({ name: 'JOBHARVEST_MAX_RECORD_BYTES', source: 'settings', default: '262144', description: 'Cap on one reassembled record; longer ones are truncated with a marker.' }),
+  BATCH_MAX_BYTES: spec({ name: 'JOBHARVEST_BATCH_MAX_BYTES', source: 'settings', default: '1048576', description: 'Flush a batch when it reaches this many bytes.' }),
+  BATCH_MAX_RECORDS: spec({ name: 'JOBHARVEST_BATCH_MAX_RECORDS', source: 'settings', default: '5000', description: 'Flush a batch when it reaches this many records.' }),
+  BATCH_MAX_WAIT_MS: spec({ name: 'JOBHARVEST_BATCH_MAX_WAIT_MS', source: 'settings', default: '1000', description: 'Flush a non-empty batch after this long.' }),
+  MAX_IN_FLIGHT: spec({ name: 'JOBHARVEST_MAX_IN_FLIGHT', source: 'settings', default: '4', description: 'Requests in flight at once; more pauses reading (backpressure).' }),
+  METRICS_PORT: spec({ name: 'JOBHARVEST_METRICS_PORT', source: 'settings', default: '0', description: 'Serve Prometheus metrics on this port; 0 turns it off.' }),
+} as const;
+
+export type EnvKey = keyof typeof ENV;
+
+/** All variable names, for docs and the docs-vs-code test. */
+export const ENV_NAMES: readonly string[] = Object.values(ENV).map((v) => v.name);
+
+/** Names of the Downward-API variables the node-mode subPathExpr is built from. */
+export const SUBPATH_EXPR = `$(${ENV.POD_NAMESPACE.name})_$(${ENV.POD_NAME.name})_$(${ENV.POD_UID.name})`;
+
+/** Container, volume and annotation names shared by both sides. */
+export const NAMES = {
+  container: 'jobharvest',
+  stateVolume: 'jobharvest-state',
+  logVolume: 'jobharvest-pod-logs',
+  tokenVolume: 'jobharvest-token',
+  stateMountPath: '/var/lib/jobharvest',
+  logMountPath: '/var/log/jobharvest/pod',
+  tokenMountPath: '/var/run/secrets/kubernetes.io/serviceaccount',
+} as const;
+
+export const SINKS = ['http', 'loki', 'elasticsearch', 'otlp', 'syslog', 'forward', 'stdout'] as const;
+export type SinkType = (typeof SINKS)[number];
+
+export const MODES = ['node', 'api'] as const;
+export type SourceMode = (typeof MODES)[number];
