@@ -87,6 +87,8 @@ export const NAMES = {
   stateMountPath: '/var/lib/jobharvest',
   logMountPath: '/var/log/jobharvest/pod',
   tokenMountPath: '/var/run/secrets/kubernetes.io/serviceaccount',
+  tlsVolume: 'jobharvest-tls',
+  tlsMountPath: '/etc/jobharvest/tls',
 } as const;
 
 export const SINKS = ['http', 'loki', 'elasticsearch', 'otlp', 'syslog', 'forward', 'stdout'] as const;
