@@ -1,0 +1,104 @@
+import { Command, Option } from 'commander';
+import { readFileSync } from 'node:fs';
+import { ERROR_CODES, JobharvestError } from '../core/errors.ts';
+import { VERSION } from '../version.ts';
+import { injectManifests, parseManifests, renderManifests } from './manifests.ts';
+import { loadConfig, type SettingFlags } from './options.ts';
+
+function readInput(file: string): { text: string; source: string } {
+  try {
+    if (file === '-') return { text: readFileSync(0, 'utf8'), source: '<stdin>' };
+    return { text: readFileSync(file, 'utf8'), source: file };
+  } catch (e) {
+    throw new JobharvestError(ERROR_CODES.BAD_INPUT, `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
+  }
+}
+
+function settingOptions(cmd: Command): Command {
+  return cmd
+    .requiredOption('-f, --filename <file>', 'manifest file, - for stdin (multi-document YAML or JSON)')
+    .addOption(new Option('--mode <mode>', 'log source mode').choices(['node', 'api', 'auto']))
+    .option('--sink <sink>', 'sink type (http, loki, elasticsearch, otlp, syslog, forward, stdout)')
+    .option('--endpoint <url>', 'sink endpoint')
+    .option('--ttl <seconds>', 'ttlSecondsAfterFinished for Jobs that have none')
+    .option('--config <file>', 'the configuration file the chart gives the webhook');
+}
+
+type FileFlags = SettingFlags & { filename: string };
+
+export function program(): Command {
+  const prog = new Command('jobharvest')
+    .description('Ships every Kubernetes Job\'s logs before TTL garbage collection deletes it.')
+    .version(VERSION)
+    .showHelpAfterError(false);
+
+  settingOptions(prog.command('inject').description('print the manifests with the log sidecar injected, as the webhook would'))
+    .action((flags: FileFlags) => {
+      const config = loadConfig(flags);
+      const { text, source } = readInput(flags.filename);
+      const { objects, visits } = injectManifests(parseManifests(text, source), config);
+      for (const v of visits) for (const w of v.result.warnings) process.stderr.write(`warning: ${v.ref}: ${w}\n`);
+      process.stdout.write(renderManifests(objects));
+    });
+
+  settingOptions(prog.command('explain').description('say for each Job whether it would be injected, and why'))
+    .action((flags: FileFlags) => {
+      const config = loadConfig(flags);
+      const { text, source } = readInput(flags.filename);
+      const { visits } = injectManifests(parseManifests(text, source), config);
+      if (visits.length === 0) process.stdout.write('no Job or CronJob found\n');
+      for (const v of visits) {
+        const d = v.result.decision;
+        const line =
+          d.action === 'inject'
+            ? `${v.ref}: inject (mode=${d.mode}, sink=${d.settings.sink}, ttlSecondsAfterFinished=${d.settings.ttlSecondsAfterFinished}, drainSeconds=${d.settings.drainSeconds})`
+            : `${v.ref}: skip (${d.reason}): ${d.detail}`;
+        process.stdout.write(line + '\n');
+        for (const w of v.result.warnings) process.stdout.write(`  warning: ${w}\n`);
+      }
+    });
+
+  prog
+    .command('webhook')
+    .description('serve the admission webhook (without a kubeconfig: standalone with a self-generated certificate)')
+    .option('--config <file>', 'configuration file')
+    .option('--host <host>', 'listen address', '127.0.0.1')
+    .option('--port <port>', 'listen port', '8443')
+    .option('--tls-cert <file>', 'serving certificate (PEM); generated when absent')
+    .option('--tls-key <file>', 'serving key (PEM)')
+    .option('--ca-out <file>', 'standalone: write the generated CA here')
+    .option('--kubeconfig <file>', 'kubeconfig to use (default: in-cluster, then $KUBECONFIG)')
+    .option('--standalone', 'never talk to a cluster: every namespace not excluded counts as opted in')
+    .option('--webhook-url <url>', 'out of cluster: register a URL-based webhook pointing here')
+    .action(async (flags) => {
+      const { runWebhook } = await import('../webhook/run.ts');
+      await runWebhook(flags);
+    });
+
+  prog
+    .command('sidecar')
+    .description('run the log-shipping sidecar (configured through JOBHARVEST_* env; see sidecar --help)')
+    .allowUnknownOption(true)
+    .helpOption(false)
+    .argument('[args...]')
+    .action(async () => {
+      // The sidecar is its own bundle so it starts without loading the webhook's modules.
+      const url = new URL('./sidecar.mjs', import.meta.url);
+      await import(url.href);
+    });
+  return prog;
+}
+
+export async function main(argv: string[]): Promise<void> {
+  try {
+    await program().parseAsync(argv);
+  } catch (e) {
+    if (e instanceof JobharvestError) {
+      process.stderr.write(`jobharvest: error ${e.code}: ${e.message}\n`);
+      process.exitCode = 2;
+      return;
+    }
+    process.stderr.write(`jobharvest: error ${ERROR_CODES.INTERNAL}: ${(e as Error)?.message ?? String(e)}\n`);
+    process.exitCode = 1;
+  }
+}

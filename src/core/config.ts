@@ -1,0 +1,105 @@
+import { z } from 'zod';
+import { SINKS } from '../contract/env.ts';
+import { ERROR_CODES, JobharvestError } from './errors.ts';
+import { parse } from './annotations.ts';
+
+/**
+ * The global configuration: the chart renders it into a file, the CLI reads the
+ * same file with --config. It is the lowest level of precedence; namespace and
+ * Job annotations override the sink settings in it.
+ */
+
+const positiveInt = z.number().int().min(0);
+
+const quantity = z.union([z.string().regex(/^[0-9.]+[a-zA-Z]*$/), z.number()]);
+const resourceList = z.record(z.string(), quantity);
+
+const sinkSchema = z
+  .object({
+    type: z.enum(SINKS).default('stdout'),
+    endpoint: z.string().optional(),
+    authSecret: z.string().optional(),
+    tlsSecret: z.string().optional(),
+    headers: z.string().optional(),
+    gzip: z.boolean().default(true),
+    esIndex: z.string().optional(),
+    otlpEncoding: z.enum(['protobuf', 'json']).optional(),
+    lokiTenant: z.string().optional(),
+    forwardTag: z.string().optional(),
+  })
+  .strict();
+
+export const SYSTEM_NAMESPACES = ['kube-system', 'kube-public', 'kube-node-lease'] as const;
+
+const configSchema = z
+  .object({
+    mode: z.enum(['node', 'api', 'auto']).default('auto'),
+    sink: sinkSchema.default({ type: 'stdout', gzip: true }),
+    ttlSecondsAfterFinished: positiveInt.default(3600),
+    maxTtlSecondsAfterFinished: positiveInt.nullable().default(null),
+    drainSeconds: z.number().int().min(1).max(3600).default(25),
+    namespaceSelection: z.enum(['annotation', 'label']).default('annotation'),
+    webhookNamespace: z.string().default('jobharvest'),
+    excludedNamespaces: z.array(z.string()).default([]),
+    sidecar: z
+      .object({
+        image: z.string().default('jobharvest:0.1.0'),
+        imagePullPolicy: z.enum(['Always', 'IfNotPresent', 'Never']).default('IfNotPresent'),
+        args: z.array(z.string()).default(['/app/sidecar.mjs']),
+        runAsUser: z.number().int().min(1).default(65532),
+        resources: z
+          .object({ requests: resourceList.optional(), limits: resourceList.optional() })
+          .strict()
+          .default({ requests: { cpu: '10m', memory: '32Mi' }, limits: { memory: '128Mi' } }),
+        stateSizeLimit: z.string().default('64Mi'),
+      })
+      .strict()
+      .default({
+        image: 'jobharvest:0.1.0',
+        imagePullPolicy: 'IfNotPresent',
+        args: ['/app/sidecar.mjs'],
+        runAsUser: 65532,
+        resources: { requests: { cpu: '10m', memory: '32Mi' }, limits: { memory: '128Mi' } },
+        stateSizeLimit: '64Mi',
+      }),
+  })
+  .strict();
+
+export type Config = z.infer<typeof configSchema>;
+
+/** The embedded defaults: what jobharvest does with no configuration at all. */
+export function defaultConfig(): Config {
+  return configSchema.parse({});
+}
+
+/**
+ * Validates a parsed config document. Every problem is reported at once with
+ * its path, because a chart user fixes values in one go, not one error per install.
+ */
+export function parseConfig(input: unknown): Config {
+  const result = configSchema.safeParse(input ?? {});
+  if (!result.success) {
+    const lines = result.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`);
+    throw new JobharvestError(ERROR_CODES.BAD_CONFIG, `invalid configuration: ${lines.join('; ')}`);
+  }
+  const cfg = result.data;
+  // Values that reach the pod spec get the same checks as annotations.
+  const checks: Array<[string, string | undefined, (v: string) => { ok: boolean; why?: string }]> = [
+    ['sink.endpoint', cfg.sink.endpoint, parse.endpoint],
+    ['sink.authSecret', cfg.sink.authSecret, parse.secretName],
+    ['sink.tlsSecret', cfg.sink.tlsSecret, parse.secretName],
+  ];
+  const problems: string[] = [];
+  for (const [path, value, check] of checks) {
+    if (value === undefined) continue;
+    const r = check(value);
+    if (!r.ok) problems.push(`${path}: ${(r as { why: string }).why}`);
+  }
+  if (problems.length) throw new JobharvestError(ERROR_CODES.BAD_CONFIG, `invalid configuration: ${problems.join('; ')}`);
+  return cfg;
+}
+
+/** Namespaces the webhook never touches: the system ones and its own. */
+export function excludedNamespaces(cfg: Config): Set<string> {
+  return new Set<string>([...SYSTEM_NAMESPACES, cfg.webhookNamespace, ...cfg.excludedNamespaces]);
+}

@@ -1,0 +1,183 @@
+import { ENV, NAMES, SUBPATH_EXPR, type SourceMode } from '../contract/env.ts';
+import { VERSION } from '../version.ts';
+import { ANNOTATIONS, DEFAULT_CONTAINER_ANNOTATION, JOB_NAME_LABEL } from './annotations.ts';
+import type { Config } from './config.ts';
+import { clone, type Container, type Job, type Obj, type PodSpec, type Volume } from './kube.ts';
+import type { Settings } from './settings.ts';
+
+export interface InjectParams {
+  job: Job;
+  settings: Settings;
+  mode: SourceMode;
+  config: Config;
+}
+
+/** What the status annotation records, so a reader can tell what jobharvest changed. */
+export interface InjectionStatus {
+  version: string;
+  mode: SourceMode;
+  sink: string;
+  container: string;
+  volumes: string[];
+  ttlSecondsAfterFinished: number | null;
+  terminationGracePeriodSeconds: number | null;
+  defaultContainer: string | null;
+}
+
+// The kubelet sends SIGTERM to sidecars only after the main containers exit, but
+// they share one grace period: leave a little room past the drain budget for
+// process exit and the final checkpoint write.
+const GRACE_MARGIN_SECONDS = 5;
+const KUBERNETES_DEFAULT_GRACE_SECONDS = 30;
+const TOKEN_EXPIRATION_SECONDS = 3607;
+
+/**
+ * Returns a new Job with the log sidecar added. Pure and deterministic: the
+ * same input gives the same output byte for byte, which the golden files rely on.
+ * The caller has already decided to inject (see decide()).
+ */
+export function inject({ job: input, settings, mode, config }: InjectParams): { job: Job; warnings: string[] } {
+  const job = clone(input);
+  const warnings: string[] = [];
+  job.metadata ??= {};
+  job.spec ??= {};
+  const template = (job.spec.template ??= {});
+  template.metadata ??= {};
+  const pod: PodSpec = (template.spec ??= {});
+
+  const volumes: Volume[] = [stateVolume(config)];
+  const mounts: Obj[] = [{ name: NAMES.stateVolume, mountPath: NAMES.stateMountPath }];
+  if (mode === 'node') {
+    volumes.push({ name: NAMES.logVolume, hostPath: { path: '/var/log/pods', type: 'Directory' } });
+    // subPathExpr confines the sidecar to its own pod's directory: it cannot list
+    // or read any other pod's logs on the node.
+    mounts.push({ name: NAMES.logVolume, mountPath: NAMES.logMountPath, subPathExpr: SUBPATH_EXPR, readOnly: true });
+  }
+  if (mode === 'api' && pod.automountServiceAccountToken === false) {
+    // The pod opted out of a token for its own containers; only the sidecar gets
+    // one, short-lived and projected, to read pods/log.
+    volumes.push(tokenVolume());
+    mounts.push({ name: NAMES.tokenVolume, mountPath: NAMES.tokenMountPath, readOnly: true });
+  }
+  if (settings.tlsSecret) {
+    volumes.push({ name: NAMES.tlsVolume, secret: { secretName: settings.tlsSecret } });
+    mounts.push({ name: NAMES.tlsVolume, mountPath: NAMES.tlsMountPath, readOnly: true });
+  }
+
+  const sidecar: Container = {
+    name: NAMES.container,
+    image: config.sidecar.image,
+    imagePullPolicy: config.sidecar.imagePullPolicy,
+    args: [...config.sidecar.args],
+    restartPolicy: 'Always',
+    env: sidecarEnv(settings, mode, config),
+    resources: clone(config.sidecar.resources),
+    securityContext: {
+      runAsNonRoot: true,
+      runAsUser: config.sidecar.runAsUser,
+      runAsGroup: config.sidecar.runAsUser,
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      privileged: false,
+      capabilities: { drop: ['ALL'] },
+      seccompProfile: { type: 'RuntimeDefault' },
+    },
+    volumeMounts: mounts,
+  };
+  // First, so it starts before other init containers and captures their logs too.
+  pod.initContainers = [sidecar, ...(pod.initContainers ?? [])];
+  pod.volumes = [...(pod.volumes ?? []), ...volumes];
+
+  let ttl: number | null = null;
+  if (job.spec.ttlSecondsAfterFinished === undefined || job.spec.ttlSecondsAfterFinished === null) {
+    ttl = settings.ttlSecondsAfterFinished;
+    job.spec.ttlSecondsAfterFinished = ttl;
+  }
+
+  let grace: number | null = null;
+  const needed = settings.drainSeconds + GRACE_MARGIN_SECONDS;
+  const current = pod.terminationGracePeriodSeconds ?? KUBERNETES_DEFAULT_GRACE_SECONDS;
+  if (current < needed) {
+    grace = needed;
+    pod.terminationGracePeriodSeconds = needed;
+  }
+
+  let defaultContainer: string | null = null;
+  const tAnn = (template.metadata.annotations ??= {});
+  const main = pod.containers?.[0]?.name;
+  if (tAnn[DEFAULT_CONTAINER_ANNOTATION] === undefined && main !== undefined) {
+    defaultContainer = main;
+    tAnn[DEFAULT_CONTAINER_ANNOTATION] = main;
+  }
+
+  const status: InjectionStatus = {
+    version: VERSION,
+    mode,
+    sink: settings.sink,
+    container: NAMES.container,
+    volumes: volumes.map((v) => v.name),
+    ttlSecondsAfterFinished: ttl,
+    terminationGracePeriodSeconds: grace,
+    defaultContainer,
+  };
+  (job.metadata.annotations ??= {})[ANNOTATIONS.status] = JSON.stringify(status);
+  return { job, warnings };
+}
+
+function stateVolume(config: Config): Volume {
+  return { name: NAMES.stateVolume, emptyDir: { sizeLimit: config.sidecar.stateSizeLimit } };
+}
+
+function tokenVolume(): Volume {
+  return {
+    name: NAMES.tokenVolume,
+    projected: {
+      defaultMode: 0o444,
+      sources: [
+        { serviceAccountToken: { path: 'token', expirationSeconds: TOKEN_EXPIRATION_SECONDS } },
+        { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } },
+        { downwardAPI: { items: [{ path: 'namespace', fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } }] } },
+      ],
+    },
+  };
+}
+
+const fieldRef = (fieldPath: string): Obj => ({ valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath } } });
+const secretRef = (name: string, key: string): Obj => ({ valueFrom: { secretKeyRef: { name, key, optional: true } } });
+
+function sidecarEnv(s: Settings, mode: SourceMode, _config: Config): Obj[] {
+  const env: Obj[] = [
+    { name: ENV.POD_NAME.name, ...fieldRef('metadata.name') },
+    { name: ENV.POD_NAMESPACE.name, ...fieldRef('metadata.namespace') },
+    { name: ENV.POD_UID.name, ...fieldRef('metadata.uid') },
+    { name: ENV.NODE_NAME.name, ...fieldRef('spec.nodeName') },
+    { name: ENV.JOB_NAME.name, ...fieldRef(`metadata.labels['${JOB_NAME_LABEL}']`) },
+    { name: ENV.SELF_CONTAINER.name, value: NAMES.container },
+    { name: ENV.MODE.name, value: mode },
+    { name: ENV.STATE_DIR.name, value: NAMES.stateMountPath },
+    { name: ENV.SINK.name, value: s.sink },
+    { name: ENV.DRAIN_SECONDS.name, value: String(s.drainSeconds) },
+  ];
+  if (mode === 'node') env.push({ name: ENV.LOG_DIR.name, value: NAMES.logMountPath });
+  const plain: Array<[string, string | undefined]> = [
+    [ENV.ENDPOINT.name, s.endpoint],
+    [ENV.ES_INDEX.name, s.sink === 'elasticsearch' ? s.esIndex : undefined],
+    [ENV.OTLP_ENCODING.name, s.sink === 'otlp' ? s.otlpEncoding : undefined],
+    [ENV.LOKI_TENANT.name, s.sink === 'loki' ? s.lokiTenant : undefined],
+    [ENV.FORWARD_TAG.name, s.sink === 'forward' ? s.forwardTag : undefined],
+  ];
+  for (const [name, value] of plain) if (value !== undefined) env.push({ name, value });
+  if (s.tlsSecret) {
+    env.push({ name: ENV.TLS_CA_FILE.name, value: `${NAMES.tlsMountPath}/ca.crt` });
+    env.push({ name: ENV.TLS_CERT_FILE.name, value: `${NAMES.tlsMountPath}/tls.crt` });
+    env.push({ name: ENV.TLS_KEY_FILE.name, value: `${NAMES.tlsMountPath}/tls.key` });
+  }
+  if (s.authSecret) {
+    // optional: a Secret holding only a token (or only user/password) is fine.
+    env.push({ name: ENV.AUTH_TOKEN.name, ...secretRef(s.authSecret, 'token') });
+    env.push({ name: ENV.AUTH_USERNAME.name, ...secretRef(s.authSecret, 'username') });
+    env.push({ name: ENV.AUTH_PASSWORD.name, ...secretRef(s.authSecret, 'password') });
+    if (s.sink === 'forward') env.push({ name: ENV.SHARED_KEY.name, ...secretRef(s.authSecret, 'shared-key') });
+  }
+  return env;
+}

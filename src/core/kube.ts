@@ -1,0 +1,79 @@
+/**
+ * The small slice of the Kubernetes object model the core touches. Objects are
+ * kept loose (unknown fields pass through untouched) because the webhook must
+ * never drop a field the API server sent, even one newer than this code.
+ */
+export type Obj = Record<string, unknown>;
+
+export interface ObjectMeta {
+  name?: string;
+  generateName?: string;
+  namespace?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  managedFields?: unknown[];
+  [k: string]: unknown;
+}
+
+export interface Container {
+  name: string;
+  image?: string;
+  restartPolicy?: string;
+  [k: string]: unknown;
+}
+
+export interface Volume {
+  name: string;
+  [k: string]: unknown;
+}
+
+export interface PodSpec {
+  containers?: Container[];
+  initContainers?: Container[];
+  volumes?: Volume[];
+  terminationGracePeriodSeconds?: number;
+  automountServiceAccountToken?: boolean;
+  [k: string]: unknown;
+}
+
+export interface PodTemplate {
+  metadata?: ObjectMeta;
+  spec?: PodSpec;
+  [k: string]: unknown;
+}
+
+export interface JobSpec {
+  template?: PodTemplate;
+  ttlSecondsAfterFinished?: number;
+  [k: string]: unknown;
+}
+
+export interface Job {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: ObjectMeta;
+  spec?: JobSpec;
+  [k: string]: unknown;
+}
+
+/** What the core needs to know of a namespace: its name, labels and annotations. */
+export interface NamespaceMeta {
+  name: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+}
+
+export function isJob(o: unknown): o is Job {
+  if (!isObject(o)) return false;
+  const av = o.apiVersion;
+  return o.kind === 'Job' && (av === undefined || av === 'batch/v1');
+}
+
+export function isObject(o: unknown): o is Obj {
+  return typeof o === 'object' && o !== null && !Array.isArray(o);
+}
+
+/** Deep copy of a JSON value; objects from YAML or JSON never hold cycles or functions. */
+export function clone<T>(v: T): T {
+  return structuredClone(v);
+}

@@ -1,0 +1,56 @@
+import { Counter, Histogram, Registry, Gauge, collectDefaultMetrics } from 'prom-client';
+
+/**
+ * One registry per app instance, never the global one: tests build many apps in
+ * one process and each must count only its own requests.
+ */
+export function createMetrics(opts: { defaultMetrics?: boolean } = {}) {
+  const registry = new Registry();
+  if (opts.defaultMetrics) collectDefaultMetrics({ register: registry, prefix: 'jobharvest_' });
+  const requests = new Counter({
+    name: 'jobharvest_admission_requests_total',
+    help: 'AdmissionReview requests answered, by operation and kind.',
+    labelNames: ['operation', 'kind'] as const,
+    registers: [registry],
+  });
+  const injected = new Counter({
+    name: 'jobharvest_injected_total',
+    help: 'Jobs patched with the log sidecar, by source mode and sink.',
+    labelNames: ['mode', 'sink', 'dry_run'] as const,
+    registers: [registry],
+  });
+  const skipped = new Counter({
+    name: 'jobharvest_skipped_total',
+    help: 'Admissions allowed without a patch, by reason.',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  });
+  const errors = new Counter({
+    name: 'jobharvest_errors_total',
+    help: 'Internal errors; each Job was allowed unpatched. By stable error code.',
+    labelNames: ['code'] as const,
+    registers: [registry],
+  });
+  const badRequests = new Counter({
+    name: 'jobharvest_bad_requests_total',
+    help: 'Requests answered with HTTP 400 because they were not a usable AdmissionReview.',
+    registers: [registry],
+  });
+  const warnings = new Counter({
+    name: 'jobharvest_warnings_total',
+    help: 'Warnings returned to clients in AdmissionResponses.',
+    registers: [registry],
+  });
+  const latency = new Histogram({
+    name: 'jobharvest_admission_duration_seconds',
+    help: 'Time to answer one AdmissionReview, from parsed body to response.',
+    // Sub-millisecond buckets: a healthy answer takes well under 1 ms, and the
+    // API server's timeout is seconds away, so the interesting range is small.
+    buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 2.5],
+    registers: [registry],
+  });
+  const ready = new Gauge({ name: 'jobharvest_ready', help: '1 when /readyz answers ready.', registers: [registry] });
+  return { registry, requests, injected, skipped, errors, badRequests, warnings, latency, ready };
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;
