@@ -1,0 +1,182 @@
+/**
+ * Child processes of the test cluster. Each one leads its own process group
+ * and writes stdout and stderr to a log file, so that a failing run can be
+ * read afterwards and a stop reaches anything the process forked.
+ */
+import { spawn } from 'node:child_process';
+import { appendFileSync, closeSync, openSync, readFileSync } from 'node:fs';
+
+export interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+export interface ManagedProcess {
+  name: string;
+  pid: number;
+  logPath: string;
+  /** Set once the process has exited. */
+  exit: Exit | undefined;
+  exited: Promise<Exit>;
+  /** SIGTERM to the group, then SIGKILL once `graceMs` has passed. */
+  stop(graceMs?: number): Promise<Exit>;
+  /** The last lines of the log, for error messages. */
+  logTail(lines?: number): string;
+}
+
+// Proxy settings inherited from the developer's shell would send the API
+// server's calls to etcd and to loopback webhooks through a proxy that cannot
+// reach them.
+const PROXY_VARIABLES = ['HTTP_PROXY', 'HTTPS_PROXY', 'ALL_PROXY', 'NO_PROXY'];
+
+export function childEnvironment(): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  for (const name of PROXY_VARIABLES) {
+    delete env[name];
+    delete env[name.toLowerCase()];
+  }
+  return env;
+}
+
+function signalGroup(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    // ESRCH: the whole group is already gone.
+  }
+}
+
+const live = new Set<ManagedProcess>();
+const exitCleanups = new Set<() => void>();
+let exitHookInstalled = false;
+
+/**
+ * A runner that exits without running the global teardown (an uncaught error,
+ * or vitest's own process.exit on SIGINT and SIGTERM) still fires 'exit',
+ * where only synchronous work is possible: kill every group outright, then
+ * run the registered synchronous cleanups.
+ */
+function installExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.on('exit', () => {
+    for (const p of live) signalGroup(p.pid, 'SIGKILL');
+    for (const cleanup of exitCleanups) {
+      try {
+        cleanup();
+      } catch {
+        // Nothing can be reported usefully while the runner exits.
+      }
+    }
+  });
+}
+
+/** Registers synchronous work for an abrupt runner exit; returns the way to unregister it. */
+export function onRunnerExit(cleanup: () => void): () => void {
+  installExitHook();
+  exitCleanups.add(cleanup);
+  return () => exitCleanups.delete(cleanup);
+}
+
+export function startProcess(name: string, binary: string, args: string[], logPath: string): ManagedProcess {
+  installExitHook();
+  appendFileSync(logPath, `# ${binary} ${args.join(' ')}\n`);
+  const logFd = openSync(logPath, 'a');
+  const child = spawn(binary, args, {
+    detached: true,
+    stdio: ['ignore', logFd, logFd],
+    env: childEnvironment(),
+  });
+  closeSync(logFd);
+  // Without a pid, spawn failed (missing binary); 'error' carries the reason.
+  const spawnError = new Promise<Error>((resolve) => child.once('error', resolve));
+
+  let exit: Exit | undefined;
+  const exited = new Promise<Exit>((resolve) => {
+    child.once('exit', (code, signal) => {
+      exit = { code, signal };
+      live.delete(managed);
+      resolve(exit);
+    });
+    void spawnError.then((err) => {
+      exit ??= { code: -1, signal: null };
+      appendFileSync(logPath, `# could not start: ${err.message}\n`);
+      live.delete(managed);
+      resolve(exit);
+    });
+  });
+  // The runner must be able to exit even if a teardown was skipped; the exit
+  // hook and the watchdog take care of the children then.
+  child.unref();
+
+  const managed: ManagedProcess = {
+    name,
+    pid: child.pid ?? -1,
+    logPath,
+    get exit() {
+      return exit;
+    },
+    exited,
+    async stop(graceMs = 10_000) {
+      if (exit !== undefined || managed.pid < 0) return exited;
+      signalGroup(managed.pid, 'SIGTERM');
+      const timer = setTimeout(() => signalGroup(managed.pid, 'SIGKILL'), graceMs);
+      const result = await exited;
+      clearTimeout(timer);
+      // The leader is gone; anything it left in its group goes with it.
+      signalGroup(managed.pid, 'SIGKILL');
+      return result;
+    },
+    logTail(lines = 30) {
+      try {
+        return readFileSync(logPath, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+      } catch {
+        return '(no log)';
+      }
+    },
+  };
+  if (managed.pid > 0) live.add(managed);
+  return managed;
+}
+
+export function describeExit(e: Exit): string {
+  return e.signal !== null ? `killed by ${e.signal}` : `exited with code ${e.code}`;
+}
+
+/**
+ * A shell loop, in its own process group, that outlives a runner killed with
+ * SIGKILL (where no JavaScript runs): once the runner's pid is gone it kills
+ * every process group listed in `pidFile` and deletes `dataDir`. Logs stay.
+ */
+export function startWatchdog(pidFile: string, dataDir: string): ManagedProcess {
+  const script = [
+    'runner=$1; pids=$2; data=$3',
+    'while kill -0 "$runner" 2>/dev/null; do sleep 1; done',
+    'if [ -f "$pids" ]; then while read -r g; do kill -KILL -- "-$g" 2>/dev/null; done < "$pids"; fi',
+    'rm -rf "$data"',
+  ].join('\n');
+  const child = spawn('bash', ['-c', script, 'jobharvest-cluster-watchdog', String(process.pid), pidFile, dataDir], {
+    detached: true,
+    stdio: 'ignore',
+  });
+  child.unref();
+  let exit: Exit | undefined;
+  const exited = new Promise<Exit>((resolve) => {
+    child.once('exit', (code, signal) => resolve((exit = { code, signal })));
+  });
+  const pid = child.pid ?? -1;
+  return {
+    name: 'watchdog',
+    pid,
+    logPath: '',
+    get exit() {
+      return exit;
+    },
+    exited,
+    async stop() {
+      if (exit === undefined && pid > 0) signalGroup(pid, 'SIGKILL');
+      return exited;
+    },
+    logTail: () => '',
+  };
+}
