@@ -81,7 +81,7 @@ export function resolveSettings(cfg: Config, levels: AnnotationLevel[]): { setti
         (settings as unknown as Record<string, unknown>)[f.key] = r.value;
       } else {
         warnings.push(
-          `${level} annotation ${f.annotation}=${JSON.stringify(truncate(raw, 64))} ignored: ${r.why}; using ${show(settings[f.key])}`,
+          `${level} annotation ${f.annotation}=${JSON.stringify(truncate(redact(raw), 64))} ignored: ${r.why}; using ${show(settings[f.key])}`,
         );
       }
     }
@@ -92,6 +92,11 @@ export function resolveSettings(cfg: Config, levels: AnnotationLevel[]): { setti
     settings.ttlSecondsAfterFinished = max;
   }
   return { settings, warnings };
+}
+
+/** Warnings reach kubectl and logs: never echo URL credentials back. */
+export function redact(s: string): string {
+  return s.replace(/(\/\/)[^/@\s]*@/g, '$1***@');
 }
 
 function truncate(s: string, n: number): string {

@@ -1,0 +1,102 @@
+import { describe, expect, it } from 'vitest';
+import { decide } from '../../src/core/decide.ts';
+import { parseConfig } from '../../src/core/config.ts';
+import { mutateJob } from '../../src/core/mutate.ts';
+import { parseServerVersion } from '../../src/core/server-version.ts';
+import { job, optedIn } from './fixtures.ts';
+
+const cfg = (over: Record<string, unknown> = {}) => parseConfig(over);
+
+describe('decide', () => {
+  it('picks node or api from the namespace pod-security level in auto mode', () => {
+    const modeFor = (level?: string) => {
+      const d = decide(job(), { config: cfg(), namespace: optedIn('team-a', level ? { labels: { 'pod-security.kubernetes.io/enforce': level } } : {}) });
+      return d.action === 'inject' ? d.mode : d.reason;
+    };
+    expect(modeFor()).toBe('node');
+    expect(modeFor('privileged')).toBe('node');
+    expect(modeFor('baseline')).toBe('api');
+    expect(modeFor('restricted')).toBe('api');
+  });
+
+  it('applies precedence: global < namespace < Job < pod template', () => {
+    const j = job();
+    j.metadata.annotations = { 'jobharvest.io/ttl-seconds-after-finished': '300', 'jobharvest.io/sink': 'http' };
+    j.spec.template.metadata = { annotations: { 'jobharvest.io/ttl-seconds-after-finished': '400' } };
+    const ns = optedIn('team-a', { annotations: { 'jobharvest.io/ttl-seconds-after-finished': '200', 'jobharvest.io/endpoint': 'http://ns:1', 'jobharvest.io/sink': 'loki' } });
+    const d = decide(j, { config: cfg({ ttlSecondsAfterFinished: 100 }), namespace: ns });
+    expect(d.action).toBe('inject');
+    if (d.action !== 'inject') return;
+    expect(d.settings.ttlSecondsAfterFinished).toBe(400);
+    expect(d.settings.sink).toBe('http');
+    expect(d.settings.endpoint).toBe('http://ns:1');
+  });
+
+  it('an invalid value falls back to the level below, with a warning', () => {
+    const j = job();
+    j.metadata.annotations = { 'jobharvest.io/ttl-seconds-after-finished': 'soon' };
+    const ns = optedIn('team-a', { annotations: { 'jobharvest.io/ttl-seconds-after-finished': '200' } });
+    const d = decide(j, { config: cfg(), namespace: ns });
+    expect(d.action === 'inject' && d.settings.ttlSecondsAfterFinished).toBe(200);
+    expect(d.warnings).toEqual(['Job annotation jobharvest.io/ttl-seconds-after-finished="soon" ignored: not a non-negative integer; using 200']);
+  });
+
+  it('caps the TTL at the configured maximum but leaves a Job\'s own TTL alone', () => {
+    const config = cfg({ maxTtlSecondsAfterFinished: 600 });
+    const j = job();
+    j.metadata.annotations = { 'jobharvest.io/ttl-seconds-after-finished': '86400' };
+    const r = mutateJob(j, { config, namespace: optedIn('team-a') });
+    expect(r.job.spec?.ttlSecondsAfterFinished).toBe(600);
+    expect(r.warnings.join()).toMatch(/capped to the configured maximum 600/);
+    const own = job();
+    own.spec.ttlSecondsAfterFinished = 90000;
+    expect(mutateJob(own, { config, namespace: optedIn('team-a') }).job.spec?.ttlSecondsAfterFinished).toBe(90000);
+  });
+
+  it('supports label-based namespace selection', () => {
+    const config = cfg({ namespaceSelection: 'label' });
+    expect(decide(job(), { config, namespace: optedIn('team-a') }).action).toBe('skip');
+    expect(decide(job(), { config, namespace: { name: 'team-a', labels: { 'jobharvest.io/inject': 'enabled' } } }).action).toBe('inject');
+  });
+
+  it('skips with a warning when the namespace cannot be read', () => {
+    const d = decide(job(), { config: cfg(), namespace: undefined });
+    expect(d).toMatchObject({ action: 'skip', reason: 'namespace-unknown' });
+    expect(d.warnings[0]).toMatch(/could not be read/);
+  });
+
+  it('skips a sink without an endpoint rather than inject a sidecar that cannot ship', () => {
+    const d = decide(job(), { config: cfg({ sink: { type: 'loki' } }), namespace: optedIn('team-a') });
+    expect(d).toMatchObject({ action: 'skip', reason: 'sink-unconfigured' });
+  });
+
+  it('never puts credentials inline: only secretKeyRef', () => {
+    const j = job();
+    j.metadata.annotations = { 'jobharvest.io/auth-secret': 'creds', 'jobharvest.io/sink': 'http', 'jobharvest.io/endpoint': 'https://x' };
+    const r = mutateJob(j, { config: cfg(), namespace: optedIn('team-a') });
+    const env = (r.job.spec?.template?.spec?.initContainers?.[0]?.env ?? []) as Array<{ name: string; value?: string; valueFrom?: any }>;
+    const secretEnv = env.filter((e) => /AUTH|PASSWORD|TOKEN|SHARED_KEY/.test(e.name));
+    expect(secretEnv.length).toBe(3);
+    for (const e of secretEnv) {
+      expect(e.value).toBeUndefined();
+      expect(e.valueFrom.secretKeyRef.name).toBe('creds');
+    }
+  });
+
+  it('rejects credentials embedded in an endpoint URL', () => {
+    const j = job();
+    j.metadata.annotations = { 'jobharvest.io/endpoint': 'https://user:pw@logs.example.com', 'jobharvest.io/sink': 'http' };
+    const d = decide(j, { config: cfg(), namespace: optedIn('team-a') });
+    expect(d.action).toBe('skip');
+    expect(d.warnings.join()).toMatch(/credentials in the URL are not allowed/);
+    expect(d.warnings.join()).not.toMatch(/pw@/);
+  });
+});
+
+describe('parseServerVersion', () => {
+  it('reads managed-cluster minors like 29+', () => {
+    expect(parseServerVersion({ major: '1', minor: '29+' })).toEqual({ major: 1, minor: 29 });
+    expect(parseServerVersion({ gitVersion: 'v1.34.2' })).toEqual({ major: 1, minor: 34 });
+    expect(parseServerVersion({})).toBeUndefined();
+  });
+});
