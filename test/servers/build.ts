@@ -1,0 +1,14 @@
+// `npm run servers:build`: builds or installs every real server the
+// integration tests and the benchmarks use. Idempotent: cached builds are
+// reused, installed packages are left alone.
+import { OTELCOL, VICTORIA_LOGS, ensureGoProgram, pinnedVersion } from './go-build.ts';
+import { ensureRsyslog, rsyslogVersion } from './rsyslog.ts';
+
+const log = (msg: string): void => console.log(`[servers] ${msg}`);
+
+const vl = ensureGoProgram(VICTORIA_LOGS, log);
+log(`victoria-logs ${pinnedVersion(VICTORIA_LOGS, 'github.com/VictoriaMetrics/VictoriaLogs')}: ${vl}`);
+const oc = ensureGoProgram(OTELCOL, log);
+log(`otelcol ${pinnedVersion(OTELCOL, 'go.opentelemetry.io/collector/otelcol')}: ${oc}`);
+const rs = ensureRsyslog(log);
+log(`rsyslogd ${rsyslogVersion()}: ${rs}`);

@@ -1,0 +1,73 @@
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { keyedDir } from './cache.ts';
+
+const here = dirname(fileURLToPath(import.meta.url));
+
+export interface GoProgram {
+  /** Binary name, and the folder under test/servers holding its go.mod and go.sum. */
+  name: string;
+  /** Package to build, resolved through that module's pinned dependencies. */
+  pkg: string;
+}
+
+export const VICTORIA_LOGS: GoProgram = { name: 'victoria-logs', pkg: 'github.com/VictoriaMetrics/VictoriaLogs/app/victoria-logs' };
+export const OTELCOL: GoProgram = { name: 'otelcol', pkg: '.' };
+
+function moduleDir(p: GoProgram): string {
+  return join(here, p.name === 'victoria-logs' ? 'victorialogs' : p.name);
+}
+
+function goVersion(): string {
+  const r = spawnSync('go', ['env', 'GOVERSION'], { encoding: 'utf8' });
+  if (r.status !== 0) {
+    throw new Error(`test servers are built from source and need a Go toolchain on PATH: ${r.error?.message ?? r.stderr}`);
+  }
+  return r.stdout.trim();
+}
+
+/** Version of a required module, as pinned in the program's go.mod. */
+export function pinnedVersion(p: GoProgram, module: string): string {
+  const gomod = readFileSync(join(moduleDir(p), 'go.mod'), 'utf8');
+  const m = new RegExp(`${module.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} (v\\S+)`).exec(gomod);
+  if (!m?.[1]) throw new Error(`${module} is not pinned in ${p.name}/go.mod`);
+  return m[1];
+}
+
+function binaryPath(p: GoProgram): string {
+  const dir = moduleDir(p);
+  const sources = [join(dir, 'go.mod'), join(dir, 'go.sum')];
+  if (p.pkg === '.') sources.push(join(dir, 'main.go'));
+  const dirKey = keyedDir('servers', [p.name, p.pkg, ...sources.map((f) => readFileSync(f)), goVersion(), process.arch]);
+  return join(dirKey, p.name);
+}
+
+/**
+ * Returns the path of a pinned Go program, building it first when the cache
+ * has none for the current pins (go.mod, go.sum, sources, Go version). Builds
+ * into a temp name and renames, so an interrupted build never leaves a
+ * half-written binary behind.
+ */
+export function ensureGoProgram(p: GoProgram, log: (msg: string) => void = () => {}): string {
+  const bin = binaryPath(p);
+  if (existsSync(bin)) return bin;
+  mkdirSync(dirname(bin), { recursive: true });
+  const tmp = `${bin}.tmp-${process.pid}`;
+  log(`building ${p.name} into ${dirname(bin)}`);
+  const started = Date.now();
+  try {
+    execFileSync('go', ['build', '-trimpath', '-ldflags=-s -w', '-o', tmp, p.pkg], {
+      cwd: moduleDir(p),
+      // A static binary: no C toolchain needed. -mod=readonly: go.sum is the pin.
+      env: { ...process.env, CGO_ENABLED: '0', GOFLAGS: '-mod=readonly' },
+      stdio: ['ignore', 'inherit', 'inherit'],
+    });
+    renameSync(tmp, bin);
+  } finally {
+    rmSync(tmp, { force: true });
+  }
+  log(`built ${p.name} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  return bin;
+}

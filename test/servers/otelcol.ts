@@ -1,0 +1,94 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, mkdtempSync, readFileSync, rmSync, writeFileSync, type WriteStream } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { terminate, track } from '../support/children.ts';
+import { freePort } from '../support/ports.ts';
+import { OTELCOL, ensureGoProgram } from './go-build.ts';
+
+/**
+ * A real OpenTelemetry Collector (OTLP/HTTP receiver → OTLP/HTTP protobuf
+ * exporter), used in front of VictoriaLogs for senders that speak OTLP JSON,
+ * which VictoriaLogs does not ingest. The exporter's queue is off, so the
+ * collector answers a request only after VictoriaLogs has accepted it: an
+ * acknowledgement still means stored.
+ */
+export class OtelCollector {
+  private child: ChildProcess | undefined;
+  private logStream: WriteStream | undefined;
+  private readonly dir = mkdtempSync(join(tmpdir(), 'jh-otelcol-'));
+  private constructor(private readonly bin: string, readonly port: number, private readonly logsEndpoint: string) {}
+
+  /** Starts a collector that forwards logs to `logsEndpoint` (a full OTLP/HTTP logs URL). */
+  static async start(logsEndpoint: string): Promise<OtelCollector> {
+    const c = new OtelCollector(ensureGoProgram(OTELCOL), await freePort(), logsEndpoint);
+    await c.run();
+    return c;
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+  /** The OTLP/HTTP logs endpoint senders post to. */
+  get logsUrl(): string {
+    return `${this.url}/v1/logs`;
+  }
+  get logFile(): string {
+    return join(this.dir, 'otelcol.log');
+  }
+
+  private async run(): Promise<void> {
+    const config = join(this.dir, 'config.yaml');
+    writeFileSync(
+      config,
+      JSON.stringify({
+        receivers: { otlp: { protocols: { http: { endpoint: `127.0.0.1:${this.port}` } } } },
+        exporters: {
+          otlphttp: {
+            logs_endpoint: this.logsEndpoint,
+            encoding: 'proto',
+            sending_queue: { enabled: false },
+            retry_on_failure: { enabled: true, max_elapsed_time: '60s' },
+          },
+        },
+        service: {
+          telemetry: { logs: { level: 'warn' }, metrics: { level: 'none' } },
+          pipelines: { logs: { receivers: ['otlp'], exporters: ['otlphttp'] } },
+        },
+      }),
+    );
+    this.logStream = createWriteStream(this.logFile, { flags: 'a' });
+    const child = spawn(this.bin, [`--config=file:${config}`], { stdio: ['ignore', 'pipe', 'pipe'] });
+    track(child);
+    child.stdout?.pipe(this.logStream, { end: false });
+    child.stderr?.pipe(this.logStream, { end: false });
+    this.child = child;
+    const deadline = Date.now() + 30_000;
+    while (Date.now() < deadline) {
+      if (child.exitCode !== null) throw new Error(`otelcol exited during start-up:\n${this.logTail()}`);
+      try {
+        // Any HTTP answer means the receiver is listening.
+        await fetch(this.logsUrl, { signal: AbortSignal.timeout(1000) });
+        return;
+      } catch {
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+    throw new Error(`otelcol not ready after 30 s:\n${this.logTail()}`);
+  }
+
+  logTail(lines = 40): string {
+    try {
+      return readFileSync(this.logFile, 'utf8').split('\n').slice(-lines).join('\n');
+    } catch {
+      return '(no log)';
+    }
+  }
+
+  async dispose(): Promise<void> {
+    if (this.child) await terminate(this.child);
+    this.child = undefined;
+    this.logStream?.end();
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}

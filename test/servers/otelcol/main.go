@@ -1,0 +1,61 @@
+// Program otelcol is a minimal OpenTelemetry Collector for the integration
+// tests: it receives OTLP/HTTP (protobuf and JSON) and forwards logs as OTLP
+// protobuf to VictoriaLogs, which only ingests protobuf. It is the layout the
+// collector's own builder generates, trimmed to the components the tests use.
+package main
+
+import (
+	"os"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/provider/envprovider"
+	"go.opentelemetry.io/collector/confmap/provider/fileprovider"
+	"go.opentelemetry.io/collector/confmap/provider/yamlprovider"
+	"go.opentelemetry.io/collector/connector"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/exporter/otlphttpexporter"
+	"go.opentelemetry.io/collector/extension"
+	"go.opentelemetry.io/collector/otelcol"
+	"go.opentelemetry.io/collector/processor"
+	"go.opentelemetry.io/collector/receiver"
+	"go.opentelemetry.io/collector/receiver/otlpreceiver"
+	"go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
+)
+
+func components() (otelcol.Factories, error) {
+	var err error
+	factories := otelcol.Factories{Telemetry: otelconftelemetry.NewFactory()}
+	if factories.Extensions, err = otelcol.MakeFactoryMap[extension.Factory](); err != nil {
+		return otelcol.Factories{}, err
+	}
+	if factories.Receivers, err = otelcol.MakeFactoryMap[receiver.Factory](otlpreceiver.NewFactory()); err != nil {
+		return otelcol.Factories{}, err
+	}
+	if factories.Exporters, err = otelcol.MakeFactoryMap[exporter.Factory](otlphttpexporter.NewFactory()); err != nil {
+		return otelcol.Factories{}, err
+	}
+	if factories.Processors, err = otelcol.MakeFactoryMap[processor.Factory](); err != nil {
+		return otelcol.Factories{}, err
+	}
+	if factories.Connectors, err = otelcol.MakeFactoryMap[connector.Factory](); err != nil {
+		return otelcol.Factories{}, err
+	}
+	return factories, nil
+}
+
+func main() {
+	set := otelcol.CollectorSettings{
+		BuildInfo: component.BuildInfo{Command: "otelcol", Description: "jobharvest test collector", Version: "test"},
+		Factories: components,
+		ConfigProviderSettings: otelcol.ConfigProviderSettings{
+			ResolverSettings: confmap.ResolverSettings{
+				// env is the default scheme the collector resolves ${...} references with.
+				ProviderFactories: []confmap.ProviderFactory{envprovider.NewFactory(), fileprovider.NewFactory(), yamlprovider.NewFactory()},
+			},
+		},
+	}
+	if err := otelcol.NewCommand(set).Execute(); err != nil {
+		os.Exit(1)
+	}
+}
