@@ -2,7 +2,7 @@ import { ENV, NAMES, SUBPATH_EXPR, type SourceMode } from '../contract/env.ts';
 import { VERSION } from '../version.ts';
 import { ANNOTATIONS, DEFAULT_CONTAINER_ANNOTATION, JOB_NAME_LABEL } from './annotations.ts';
 import type { Config } from './config.ts';
-import { clone, type Container, type Job, type Obj, type PodSpec, type Volume } from './kube.ts';
+import { type Container, type Job, type JobSpec, type Obj, type ObjectMeta, type PodSpec, type Volume } from './kube.ts';
 import type { Settings } from './settings.ts';
 
 export interface InjectParams {
@@ -37,13 +37,18 @@ const TOKEN_EXPIRATION_SECONDS = 3607;
  * The caller has already decided to inject (see decide()).
  */
 export function inject({ job: input, settings, mode, config }: InjectParams): { job: Job; warnings: string[] } {
-  const job = clone(input);
+  // Copy-on-write along the paths this function changes; every other subtree
+  // is shared with the input. A deep clone of the whole Job was the single
+  // largest cost per admission, and the input is never mutated either way.
   const warnings: string[] = [];
-  job.metadata ??= {};
-  job.spec ??= {};
-  const template = (job.spec.template ??= {});
-  template.metadata ??= {};
-  const pod: PodSpec = (template.spec ??= {});
+  const template = { ...(input.spec?.template ?? {}) };
+  template.metadata = { ...(template.metadata ?? {}) };
+  const pod: PodSpec = (template.spec = { ...(template.spec ?? {}) });
+  const job: Job & { metadata: ObjectMeta; spec: JobSpec } = {
+    ...input,
+    metadata: { ...(input.metadata ?? {}) },
+    spec: { ...(input.spec ?? {}), template },
+  };
 
   const volumes: Volume[] = [stateVolume(config)];
   const mounts: Obj[] = [{ name: NAMES.stateVolume, mountPath: NAMES.stateMountPath }];
@@ -71,7 +76,7 @@ export function inject({ job: input, settings, mode, config }: InjectParams): { 
     args: [...config.sidecar.args],
     restartPolicy: 'Always',
     env: sidecarEnv(settings, mode, config),
-    resources: clone(config.sidecar.resources),
+    resources: copyResources(config.sidecar.resources),
     securityContext: {
       runAsNonRoot: true,
       runAsUser: config.sidecar.runAsUser,
@@ -103,7 +108,7 @@ export function inject({ job: input, settings, mode, config }: InjectParams): { 
   }
 
   let defaultContainer: string | null = null;
-  const tAnn = (template.metadata.annotations ??= {});
+  const tAnn = (template.metadata.annotations = { ...(template.metadata.annotations ?? {}) });
   const main = pod.containers?.[0]?.name;
   if (tAnn[DEFAULT_CONTAINER_ANNOTATION] === undefined && main !== undefined) {
     defaultContainer = main;
@@ -120,8 +125,15 @@ export function inject({ job: input, settings, mode, config }: InjectParams): { 
     terminationGracePeriodSeconds: grace,
     defaultContainer,
   };
-  (job.metadata.annotations ??= {})[ANNOTATIONS.status] = JSON.stringify(status);
+  job.metadata.annotations = { ...(job.metadata.annotations ?? {}), [ANNOTATIONS.status]: JSON.stringify(status) };
   return { job, warnings };
+}
+
+function copyResources(r: Config['sidecar']['resources']): Obj {
+  const out: Obj = {};
+  if (r.requests) out.requests = { ...r.requests };
+  if (r.limits) out.limits = { ...r.limits };
+  return out;
 }
 
 function stateVolume(config: Config): Volume {

@@ -66,18 +66,19 @@ export function build(opts: AppOptions): FastifyInstance {
     const result = await review(request, opts.deps);
     const o = result.outcome;
     metrics.requests.inc({ operation: String(request.operation ?? ''), kind: String(request.kind?.kind ?? '') });
-    const log = req.log.child({ uid: result.uid, namespace: request.namespace, name: nameOf(request.object) });
+    const log = req.log;
+    const ids = { uid: result.uid, namespace: request.namespace, name: nameOf(request.object) };
     if (o.kind === 'injected') {
       const d = o.decision;
       if (d.action === 'inject') metrics.injected.inc({ mode: d.mode, sink: d.settings.sink, dry_run: String(!!request.dryRun) });
-      log.info({ decision: 'inject', dryRun: !!request.dryRun, ops: o.patch.length }, 'job injected');
+      log.info({ ...ids, decision: 'inject', dryRun: !!request.dryRun, ops: o.patch.length }, 'job injected');
     } else if (o.kind === 'skipped') {
       metrics.skipped.inc({ reason: o.reason });
-      if (o.decision?.action === 'skip') log.info({ decision: 'skip', reason: o.reason, detail: o.decision.detail }, 'job skipped');
+      if (o.decision?.action === 'skip') log.info({ ...ids, decision: 'skip', reason: o.reason, detail: o.decision.detail }, 'job skipped');
     } else {
       metrics.errors.inc({ code: o.code });
       const e = o.error as Error;
-      log.error({ code: o.code, err: { message: e?.message, stack: e?.stack } }, 'internal error; job allowed without patch');
+      log.error({ ...ids, code: o.code, err: { message: e?.message, stack: e?.stack } }, 'internal error; job allowed without patch');
     }
     const w = result.review.response.warnings?.length ?? 0;
     if (w) metrics.warnings.inc(w);

@@ -1,0 +1,78 @@
+// npm run bench:webhook — HTTPS keep-alive load on /mutate against a baseline
+// route of the same server that answers allowed: true without work. Ratios, not
+// absolute numbers, are the result: this machine is shared and noisy.
+import autocannon from 'autocannon';
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { parse } from 'yaml';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const DURATION = Number(process.env.BENCH_SECONDS ?? 8);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
+
+// A realistic Job: what a CronJob-driven batch workload usually looks like.
+const job = parse(readFileSync(`${ROOT}bench/webhook/job.yaml`, 'utf8'));
+const body = JSON.stringify({
+  apiVersion: 'admission.k8s.io/v1',
+  kind: 'AdmissionReview',
+  request: {
+    uid: '705ab4f5-6393-11e8-b7cc-42010a800002',
+    kind: { group: 'batch', version: 'v1', kind: 'Job' },
+    resource: { group: 'batch', version: 'v1', resource: 'jobs' },
+    requestKind: { group: 'batch', version: 'v1', kind: 'Job' },
+    requestResource: { group: 'batch', version: 'v1', resource: 'jobs' },
+    namespace: 'team-a',
+    operation: 'CREATE',
+    userInfo: { username: 'system:serviceaccount:kube-system:cronjob-controller', groups: ['system:serviceaccounts', 'system:authenticated'] },
+    object: job,
+    oldObject: null,
+    dryRun: false,
+    options: { apiVersion: 'meta.k8s.io/v1', kind: 'CreateOptions' },
+  },
+});
+
+const server = spawn(process.execPath, ['--import', 'tsx', `${ROOT}bench/webhook/server.ts`], { stdio: ['ignore', 'pipe', 'inherit'], cwd: ROOT });
+const port = await new Promise<number>((resolve, reject) => {
+  createInterface({ input: server.stdout! }).once('line', (l) => resolve(Number(l)));
+  server.once('exit', (c) => reject(new Error(`bench server exited ${c}`)));
+});
+
+async function load(path: string, rate?: number) {
+  const r = await autocannon({
+    url: `https://127.0.0.1:${port}${path}`,
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body,
+    connections: rate ? 10 : 16,
+    pipelining: 1,
+    duration: DURATION,
+    ...(rate ? { overallRate: rate } : {}),
+  });
+  if (r.non2xx || r.errors || r.timeouts) throw new Error(`${path}: ${r.non2xx} non-2xx, ${r.errors} errors, ${r.timeouts} timeouts`);
+  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99 };
+}
+
+try {
+  // Warm both routes up (JIT, TLS sessions) before measuring.
+  await autocannon({ url: `https://127.0.0.1:${port}/mutate`, method: 'POST', body, headers: { 'content-type': 'application/json' }, duration: 2, connections: 8 });
+  await autocannon({ url: `https://127.0.0.1:${port}/allow`, method: 'POST', body, headers: { 'content-type': 'application/json' }, duration: 2, connections: 8 });
+  let base = 0;
+  let mut = 0;
+  // Interleaved rounds so drift in machine load hits both routes alike.
+  for (let i = 0; i < ROUNDS; i++) {
+    const b = await load('/allow');
+    const m = await load('/mutate');
+    console.log(`round ${i + 1}: baseline_rps=${b.rps.toFixed(0)} mutate_rps=${m.rps.toFixed(0)} ratio=${(m.rps / b.rps).toFixed(3)}`);
+    base += b.rps;
+    mut += m.rps;
+  }
+  const fixedBase = await load('/allow', 500);
+  const fixed = await load('/mutate', 500);
+  console.log(`fixed 500 req/s: baseline p50_ms=${fixedBase.p50} p99_ms=${fixedBase.p99}; mutate p50_ms=${fixed.p50} p99_ms=${fixed.p99}`);
+  console.log(`baseline_rps=${(base / ROUNDS).toFixed(0)} mutate_rps=${(mut / ROUNDS).toFixed(0)}`);
+  console.log(`ratio=${(mut / base).toFixed(3)} p99_ms=${fixed.p99}`);
+} finally {
+  server.kill('SIGTERM');
+}
