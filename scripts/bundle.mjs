@@ -14,5 +14,15 @@ const common = {
   logLevel: 'warning',
 };
 
-await build({ ...common, entryPoints: { jobharvest: 'src/cli/main.ts' }, outdir: 'dist', outExtension: { '.js': '.mjs' }, banner: { js: '#!/usr/bin/env node\n' + common.banner.js } });
+// Split so that `jobharvest inject` does not parse the Kubernetes client and
+// the HTTP server it never uses: those chunks load only for `webhook`.
+await build({
+  ...common,
+  entryPoints: { jobharvest: 'src/cli/main.ts' },
+  outdir: 'dist',
+  outExtension: { '.js': '.mjs' },
+  splitting: true,
+  chunkNames: 'chunks/[name]-[hash]',
+  banner: { js: '#!/usr/bin/env node\n' + common.banner.js },
+});
 await build({ ...common, entryPoints: { sidecar: 'sidecar/main.ts' }, outdir: 'dist', outExtension: { '.js': '.mjs' }, splitting: false });
