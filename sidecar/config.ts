@@ -1,0 +1,229 @@
+// Turns the environment (the contract in src/contract/env.ts) into one typed
+// settings object, collecting every problem so that a bad pod spec fails with
+// one clear line instead of a crash somewhere deep in the pipeline.
+import { ENV, MODES, SINKS, type EnvKey, type SinkType, type SourceMode } from '../src/contract/env.ts';
+
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+export type OtlpEncoding = 'protobuf' | 'json';
+
+export interface Identity {
+  readonly namespace: string;
+  readonly pod: string;
+  readonly podUid: string;
+  readonly node: string;
+  readonly job: string;
+}
+
+export interface TlsSettings {
+  readonly caFile?: string;
+  readonly certFile?: string;
+  readonly keyFile?: string;
+  readonly insecureSkipVerify: boolean;
+}
+
+export interface AuthSettings {
+  readonly token?: string;
+  readonly scheme: string;
+  readonly username?: string;
+  readonly password?: string;
+}
+
+export interface Config {
+  readonly identity: Identity;
+  readonly selfContainer: string;
+  readonly mode: SourceMode;
+  readonly logDir: string;
+  readonly stateDir: string;
+  readonly sink: SinkType;
+  readonly endpoint?: URL;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly gzip: boolean;
+  readonly gzipLevel: number;
+  readonly tls: TlsSettings;
+  readonly auth: AuthSettings;
+  readonly esIndex: string;
+  readonly otlpEncoding: OtlpEncoding;
+  readonly lokiTenant?: string;
+  readonly drainMs: number;
+  readonly maxRecordBytes: number;
+  readonly batchMaxBytes: number;
+  readonly batchMaxRecords: number;
+  readonly batchMaxWaitMs: number;
+  readonly maxInFlight: number;
+  readonly metricsPort: number;
+  readonly pollMs: number;
+  readonly requestTimeoutMs: number;
+  readonly logLevel: LogLevel;
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: readonly string[]) {
+    super(`invalid configuration: ${problems.join('; ')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+class Reader {
+  readonly problems: string[] = [];
+  constructor(private readonly env: Env) {}
+
+  raw(key: EnvKey): string | undefined {
+    const v = this.env[ENV[key].name];
+    if (v !== undefined && v.trim() !== '') return v.trim();
+    const d: string | undefined = (ENV[key] as { default?: string }).default;
+    return d;
+  }
+
+  str(key: EnvKey): string {
+    return this.raw(key) ?? '';
+  }
+
+  required(key: EnvKey): string {
+    const v = this.raw(key);
+    if (v === undefined || v === '') this.problems.push(`${ENV[key].name} is required`);
+    return v ?? '';
+  }
+
+  int(key: EnvKey, min: number, max: number): number {
+    const v = this.raw(key) ?? '';
+    const n = /^-?\d+$/.test(v) ? Number(v) : NaN;
+    if (!Number.isSafeInteger(n) || n < min || n > max) {
+      this.problems.push(`${ENV[key].name} must be an integer from ${min} to ${max}, got '${v}'`);
+      return min;
+    }
+    return n;
+  }
+
+  bool(key: EnvKey): boolean {
+    const v = (this.raw(key) ?? '').toLowerCase();
+    if (['true', '1', 'yes', 'on'].includes(v)) return true;
+    if (['false', '0', 'no', 'off', ''].includes(v)) return false;
+    this.problems.push(`${ENV[key].name} must be true or false, got '${v}'`);
+    return false;
+  }
+
+  oneOf<T extends string>(key: EnvKey, allowed: readonly T[]): T {
+    const v = this.raw(key) ?? '';
+    if ((allowed as readonly string[]).includes(v)) return v as T;
+    this.problems.push(`${ENV[key].name} must be one of ${allowed.join(', ')}, got '${v}'`);
+    return allowed[0] as T;
+  }
+}
+
+/** Header names and values go on the wire as given; reject what Node would throw on later. */
+function parseHeaders(text: string, problems: string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (!text) return out;
+  for (const part of text.split(',')) {
+    if (part.trim() === '') continue;
+    const eq = part.indexOf('=');
+    const name = eq > 0 ? part.slice(0, eq).trim() : '';
+    const value = eq > 0 ? part.slice(eq + 1).trim() : '';
+    if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name) || /[\r\n]/.test(value)) {
+      problems.push(`${ENV.HEADERS.name} has an invalid entry '${part.trim().slice(0, 40)}' (want name=value)`);
+      continue;
+    }
+    out[name.toLowerCase()] = value;
+  }
+  return out;
+}
+
+export function loadConfig(env: Env): Config {
+  const r = new Reader(env);
+  const identity: Identity = {
+    namespace: r.required('POD_NAMESPACE'),
+    pod: r.required('POD_NAME'),
+    podUid: r.required('POD_UID'),
+    node: r.str('NODE_NAME'),
+    job: r.str('JOB_NAME'),
+  };
+  const sink = r.oneOf<SinkType>('SINK', SINKS);
+  const endpointText = r.raw('ENDPOINT');
+  let endpoint: URL | undefined;
+  if (endpointText) {
+    try {
+      endpoint = new URL(endpointText);
+      if (!['http:', 'https:', 'tcp:', 'tls:'].includes(endpoint.protocol)) {
+        r.problems.push(`${ENV.ENDPOINT.name} has an unsupported scheme '${endpoint.protocol}'`);
+      }
+    } catch {
+      r.problems.push(`${ENV.ENDPOINT.name} is not a valid URL`);
+    }
+  } else if (sink !== 'stdout') {
+    r.problems.push(`${ENV.ENDPOINT.name} is required for sink '${sink}'`);
+  }
+  const tls: TlsSettings = {
+    caFile: r.raw('TLS_CA_FILE'),
+    certFile: r.raw('TLS_CERT_FILE'),
+    keyFile: r.raw('TLS_KEY_FILE'),
+    insecureSkipVerify: r.bool('TLS_INSECURE'),
+  };
+  if (Boolean(tls.certFile) !== Boolean(tls.keyFile)) {
+    r.problems.push(`${ENV.TLS_CERT_FILE.name} and ${ENV.TLS_KEY_FILE.name} must be set together`);
+  }
+  const auth: AuthSettings = {
+    token: r.raw('AUTH_TOKEN'),
+    scheme: r.str('AUTH_SCHEME'),
+    username: r.raw('AUTH_USERNAME'),
+    password: r.raw('AUTH_PASSWORD'),
+  };
+  if (auth.token && auth.username) {
+    r.problems.push(`set either ${ENV.AUTH_TOKEN.name} or ${ENV.AUTH_USERNAME.name}, not both`);
+  }
+  if (auth.password && !auth.username) {
+    r.problems.push(`${ENV.AUTH_PASSWORD.name} needs ${ENV.AUTH_USERNAME.name}`);
+  }
+  const cfg: Config = {
+    identity,
+    selfContainer: r.str('SELF_CONTAINER'),
+    mode: r.oneOf<SourceMode>('MODE', MODES),
+    logDir: r.str('LOG_DIR'),
+    stateDir: r.str('STATE_DIR'),
+    sink,
+    endpoint,
+    headers: parseHeaders(r.str('HEADERS'), r.problems),
+    gzip: r.bool('GZIP'),
+    gzipLevel: r.int('GZIP_LEVEL', 1, 9),
+    tls,
+    auth,
+    esIndex: r.str('ES_INDEX'),
+    otlpEncoding: r.oneOf<OtlpEncoding>('OTLP_ENCODING', ['protobuf', 'json']),
+    lokiTenant: r.raw('LOKI_TENANT'),
+    drainMs: r.int('DRAIN_SECONDS', 1, 86_400) * 1000,
+    maxRecordBytes: r.int('MAX_RECORD_BYTES', 1024, 64 * 1024 * 1024),
+    batchMaxBytes: r.int('BATCH_MAX_BYTES', 1024, 64 * 1024 * 1024),
+    batchMaxRecords: r.int('BATCH_MAX_RECORDS', 1, 1_000_000),
+    batchMaxWaitMs: r.int('BATCH_MAX_WAIT_MS', 1, 600_000),
+    maxInFlight: r.int('MAX_IN_FLIGHT', 1, 256),
+    metricsPort: r.int('METRICS_PORT', 0, 65_535),
+    pollMs: r.int('POLL_MS', 10, 1000),
+    requestTimeoutMs: r.int('REQUEST_TIMEOUT_MS', 100, 3_600_000),
+    logLevel: r.oneOf<LogLevel>('LOG_LEVEL', ['debug', 'info', 'warn', 'error']),
+  };
+  if (cfg.mode === 'api') {
+    r.problems.push(`${ENV.MODE.name}=api is not available in this sidecar build yet; use node`);
+  }
+  if (r.problems.length > 0) throw new ConfigError(r.problems);
+  return cfg;
+}
+
+/** `--help` text, generated from the contract so it never drifts from it. */
+export function usage(): string {
+  const lines = [
+    'jobharvest sidecar: ships every container log of its own pod to a log server, losing nothing.',
+    '',
+    'Usage: node sidecar.mjs [--help]',
+    '',
+    'All settings come from environment variables:',
+    '',
+  ];
+  for (const spec of Object.values(ENV) as Array<{ name: string; source: string; default?: string; description: string }>) {
+    const def = spec.default !== undefined ? ` (default: ${spec.default === '' ? '""' : spec.default})` : '';
+    const src = spec.source === 'secret' ? ' [secret]' : spec.source === 'downward' ? ' [downward API]' : '';
+    lines.push(`  ${spec.name}${src}${def}`, `      ${spec.description}`);
+  }
+  lines.push('', 'On SIGTERM it reads all files to EOF, flushes, waits for acknowledgements, writes its', 'checkpoint and exits 0 within the drain budget, printing one JSON summary line on stderr.');
+  return lines.join('\n') + '\n';
+}

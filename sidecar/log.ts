@@ -1,0 +1,52 @@
+// Structured JSON lines on stderr. stdout is left to the stdout sink, so that
+// shipped records and the sidecar's own diagnostics never mix.
+import type { LogLevel } from './config.ts';
+
+const ORDER: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
+
+export type Fields = Record<string, unknown>;
+export type LogWriter = (line: string) => void;
+
+export class Logger {
+  private min = ORDER.info;
+  constructor(private write: LogWriter = (line) => void process.stderr.write(line)) {}
+
+  setLevel(level: LogLevel): void {
+    this.min = ORDER[level];
+  }
+
+  setWriter(write: LogWriter): void {
+    this.write = write;
+  }
+
+  debug(msg: string, fields?: Fields): void {
+    this.emit('debug', msg, fields);
+  }
+  info(msg: string, fields?: Fields): void {
+    this.emit('info', msg, fields);
+  }
+  warn(msg: string, fields?: Fields): void {
+    this.emit('warn', msg, fields);
+  }
+  error(msg: string, fields?: Fields): void {
+    this.emit('error', msg, fields);
+  }
+
+  private emit(level: LogLevel, msg: string, fields?: Fields): void {
+    if (ORDER[level] < this.min) return;
+    const entry = { time: new Date().toISOString(), level, msg, ...fields };
+    this.write(JSON.stringify(entry, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v instanceof Error ? v.message : v)) + '\n');
+  }
+}
+
+/** One logger for the process; tests swap its writer. */
+export const log = new Logger();
+
+/** Endpoints may carry user:password; never let that reach a log line. */
+export function redactUrl(url: URL | undefined): string | undefined {
+  if (!url) return undefined;
+  const copy = new URL(url.href);
+  if (copy.username) copy.username = 'REDACTED';
+  if (copy.password) copy.password = 'REDACTED';
+  return copy.href;
+}

@@ -1,0 +1,58 @@
+// Optional Prometheus endpoint (JOBHARVEST_METRICS_PORT). prom-client is only
+// loaded when it is turned on; the counters read the pipeline's plain stats
+// at scrape time, so the hot path never touches a metric object.
+import http from 'node:http';
+import type { Stats } from './stats.ts';
+
+export interface MetricsGauges {
+  inFlight(): number;
+  openFiles(): number;
+}
+
+const COUNTERS: ReadonlyArray<readonly [keyof Stats, string, string]> = [
+  ['linesRead', 'jobharvest_sidecar_lines_read_total', 'Records read from log files.'],
+  ['bytesRead', 'jobharvest_sidecar_bytes_read_total', 'Log file bytes read.'],
+  ['linesShipped', 'jobharvest_sidecar_lines_shipped_total', 'Records acknowledged by the sink.'],
+  ['bytesShipped', 'jobharvest_sidecar_bytes_shipped_total', 'Log file bytes of acknowledged records.'],
+  ['requests', 'jobharvest_sidecar_requests_total', 'Send attempts.'],
+  ['retries', 'jobharvest_sidecar_retries_total', 'Retries after a retryable failure.'],
+  ['linesDeadLettered', 'jobharvest_sidecar_dead_lettered_total', 'Records written to the dead-letter file after a permanent rejection.'],
+  ['linesUnsent', 'jobharvest_sidecar_unsent_total', 'Records not acknowledged by the drain deadline (also in the dead-letter file).'],
+  ['malformed', 'jobharvest_sidecar_malformed_lines_total', 'Lines that were not CRI, forwarded raw.'],
+  ['truncated', 'jobharvest_sidecar_truncated_records_total', 'Records cut at the size cap.'],
+  ['checkpointWrites', 'jobharvest_sidecar_checkpoint_writes_total', 'Checkpoint files written.'],
+];
+
+export async function startMetrics(port: number, stats: Stats, gauges: MetricsGauges): Promise<{ close(): Promise<void> }> {
+  const prom = await import('prom-client');
+  const registry = new prom.Registry();
+  for (const [field, name, help] of COUNTERS) {
+    new prom.Counter({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        this.reset();
+        this.inc(stats[field]);
+      },
+    });
+  }
+  new prom.Gauge({ name: 'jobharvest_sidecar_requests_in_flight', help: 'Batches being delivered.', registers: [registry], collect() { this.set(gauges.inFlight()); } });
+  new prom.Gauge({ name: 'jobharvest_sidecar_open_files', help: 'Log files being followed.', registers: [registry], collect() { this.set(gauges.openFiles()); } });
+  const server = http.createServer((req, res) => {
+    if (req.url !== '/metrics') {
+      res.writeHead(404).end();
+      return;
+    }
+    registry.metrics().then(
+      (text) => res.writeHead(200, { 'content-type': registry.contentType }).end(text),
+      (err: Error) => res.writeHead(500).end(err.message),
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, resolve);
+  });
+  server.unref();
+  return { close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+}

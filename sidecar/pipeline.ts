@@ -1,0 +1,191 @@
+// Wires the stages: source (discover + tail + parse) -> batcher -> delivery
+// (sink) -> checkpoint, and runs the SIGTERM drain against its deadline.
+import { Batcher } from './batcher.ts';
+import { CheckpointStore } from './checkpoint.ts';
+import { ConfigError, type Config } from './config.ts';
+import { DeadLetter } from './deadletter.ts';
+import { Delivery } from './delivery.ts';
+import { log, redactUrl } from './log.ts';
+import { startMetrics } from './metrics.ts';
+import type { LogRecord } from './record.ts';
+import { SINK_MODULES } from './sinks/registry.ts';
+import type { Sink, SinkContext } from './sinks/types.ts';
+import { NodeSource } from './source.ts';
+import { newStats, type Stats } from './stats.ts';
+import { HttpClient } from './transport.ts';
+
+export const CHECKPOINT_INTERVAL_MS = 1000;
+
+export interface Summary {
+  readonly lines_read: number;
+  readonly lines_shipped: number;
+  readonly bytes_shipped: number;
+  readonly requests: number;
+  readonly retries: number;
+  readonly lines_dead_lettered: number;
+  readonly lines_unsent: number;
+  readonly unread_bytes: number;
+  readonly malformed_lines: number;
+  readonly truncated_records: number;
+  readonly files: number;
+  readonly drain_ms: number;
+  readonly deadline_hit: boolean;
+}
+
+export async function loadSink(cfg: Config): Promise<{ sink: Sink; http?: HttpClient }> {
+  const load = SINK_MODULES[cfg.sink];
+  if (!load) throw new ConfigError([`sink '${cfg.sink}' is not available in this sidecar build`]);
+  let client: HttpClient | undefined;
+  const ctx: SinkContext = {
+    config: cfg,
+    http: () => (client ??= new HttpClient(cfg)),
+  };
+  const mod = await load();
+  const sink = await mod.createSink(ctx);
+  return { sink, http: client };
+}
+
+export interface PipelineOptions {
+  /** Injected in tests; otherwise loaded from the registry. */
+  readonly sink?: Sink;
+}
+
+export class Pipeline {
+  readonly stats: Stats = newStats();
+  private readonly store: CheckpointStore;
+  private readonly deadLetter: DeadLetter;
+  private source!: NodeSource;
+  private batcher!: Batcher;
+  private delivery!: Delivery;
+  private sink!: Sink;
+  private http: HttpClient | undefined;
+  private checkpointTimer: NodeJS.Timeout | undefined;
+  private dirty = false;
+  private metrics: { close(): Promise<void> } | undefined;
+  private draining: Promise<Summary> | undefined;
+
+  constructor(
+    readonly config: Config,
+    private readonly options: PipelineOptions = {},
+  ) {
+    this.store = new CheckpointStore(config.stateDir, config.identity.podUid);
+    this.deadLetter = new DeadLetter(config.stateDir, config.identity);
+  }
+
+  async start(): Promise<void> {
+    const cfg = this.config;
+    try {
+      await this.store.init();
+    } catch (err) {
+      throw new ConfigError([`state directory ${cfg.stateDir} is not usable: ${(err as Error).message}`]);
+    }
+    if (this.options.sink) this.sink = this.options.sink;
+    else ({ sink: this.sink, http: this.http } = await loadSink(cfg));
+    const checkpoint = await this.store.load();
+    this.delivery = new Delivery(this.sink, this.deadLetter, this.stats, { maxInFlight: cfg.maxInFlight });
+    this.batcher = new Batcher({ maxBytes: cfg.batchMaxBytes, maxRecords: cfg.batchMaxRecords, maxWaitMs: cfg.batchMaxWaitMs }, (b) => this.delivery.submit(b));
+    this.source = new NodeSource({
+      config: cfg,
+      stats: this.stats,
+      checkpoint,
+      emit: (records) => this.emit(records),
+      onProgress: () => {
+        this.dirty = true;
+      },
+    });
+    if (cfg.metricsPort > 0) {
+      this.metrics = await startMetrics(cfg.metricsPort, this.stats, { inFlight: () => this.delivery.inFlightCount, openFiles: () => this.source.openFiles });
+    }
+    await this.source.start();
+    this.checkpointTimer = setInterval(() => void this.saveCheckpoint(), CHECKPOINT_INTERVAL_MS);
+    log.info('sidecar started', {
+      sink: cfg.sink,
+      endpoint: redactUrl(cfg.endpoint),
+      logDir: cfg.logDir,
+      stateDir: cfg.stateDir,
+      resumedFiles: checkpoint.size,
+      metricsPort: cfg.metricsPort || undefined,
+    });
+  }
+
+  private async emit(records: LogRecord[]): Promise<void> {
+    this.stats.linesRead += records.length;
+    for (const r of records) this.batcher.add(r);
+    if (this.delivery.saturated) await this.delivery.waitForCapacity();
+  }
+
+  private async saveCheckpoint(): Promise<void> {
+    if (!this.dirty) return;
+    this.dirty = false;
+    try {
+      await this.store.save(this.source.entries());
+      this.stats.checkpointWrites++;
+    } catch (err) {
+      this.dirty = true;
+      log.error('writing the checkpoint failed', { error: err });
+    }
+  }
+
+  /**
+   * SIGTERM: read all files to EOF, flush, wait for acknowledgements, write
+   * the final checkpoint. Everything not acknowledged when the budget runs
+   * out goes to the dead-letter file and is reported as unsent.
+   */
+  drain(): Promise<Summary> {
+    this.draining ??= this.runDrain();
+    return this.draining;
+  }
+
+  private async runDrain(): Promise<Summary> {
+    const started = Date.now();
+    // Keep a slice of the budget for the dead-letter and checkpoint writes.
+    const budget = this.config.drainMs - Math.min(2000, Math.floor(this.config.drainMs / 5));
+    let deadlineHit = false;
+    let onDeadline!: () => void;
+    const deadline = new Promise<void>((resolve) => {
+      onDeadline = resolve;
+    });
+    const timer = setTimeout(() => {
+      deadlineHit = true;
+      onDeadline();
+    }, budget);
+    log.info('draining', { budgetMs: budget });
+
+    const read = this.source.drain().then(() => this.batcher.close());
+    await Promise.race([read, deadline]);
+    if (!deadlineHit) await Promise.race([this.delivery.idle(), deadline]);
+    clearTimeout(timer);
+    if (deadlineHit) {
+      log.warn('drain deadline reached; what is not acknowledged goes to the dead-letter file', { deadLetterFile: this.deadLetter.file });
+      await this.delivery.stop();
+      await this.source.stop();
+      this.batcher.close();
+      await this.delivery.stop();
+    }
+    if (this.checkpointTimer) clearInterval(this.checkpointTimer);
+    this.dirty = true;
+    await this.saveCheckpoint();
+    const unread = await this.source.unreadBytes();
+    await this.source.close();
+    await this.deadLetter.close();
+    await this.sink.close?.();
+    this.http?.close();
+    await this.metrics?.close();
+    const s = this.stats;
+    return {
+      lines_read: s.linesRead,
+      lines_shipped: s.linesShipped,
+      bytes_shipped: s.bytesShipped,
+      requests: s.requests,
+      retries: s.retries,
+      lines_dead_lettered: s.linesDeadLettered,
+      lines_unsent: s.linesUnsent,
+      unread_bytes: unread,
+      malformed_lines: s.malformed,
+      truncated_records: s.truncated,
+      files: s.filesOpened,
+      drain_ms: Date.now() - started,
+      deadline_hit: deadlineHit,
+    };
+  }
+}

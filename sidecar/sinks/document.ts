@@ -1,0 +1,63 @@
+// The JSON document shape shared by the http, elasticsearch and stdout sinks
+// and the dead-letter file: one flat object per record with OpenTelemetry
+// Kubernetes attribute names. Built by string concatenation with the
+// per-file metadata encoded once, because this runs for every line.
+import type { Identity } from '../config.ts';
+import { FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type FileMeta, type LogRecord } from '../record.ts';
+
+export function metadataFields(identity: Identity, file: Pick<FileMeta, 'container' | 'restart'>): Record<string, string | number> {
+  const fields: Record<string, string | number> = {
+    'k8s.namespace.name': identity.namespace,
+    'k8s.pod.name': identity.pod,
+    'k8s.pod.uid': identity.podUid,
+    'k8s.container.name': file.container,
+    'k8s.container.restart_count': file.restart,
+  };
+  if (identity.job) fields['k8s.job.name'] = identity.job;
+  if (identity.node) fields['k8s.node.name'] = identity.node;
+  return fields;
+}
+
+export function flagFields(flags: number): string {
+  let s = '';
+  if (flags & FLAG_TRUNCATED) s += ',"jobharvest.truncated":true';
+  if (flags & FLAG_MALFORMED) s += ',"jobharvest.malformed":true';
+  if (flags & FLAG_INCOMPLETE) s += ',"jobharvest.incomplete":true';
+  return s;
+}
+
+/** Encodes records as JSON documents; remembers the metadata tail of the last file it saw. */
+export class DocumentEncoder {
+  private lastFile: FileMeta | undefined;
+  private tail = '';
+  private readonly tails = new Map<string, string>();
+
+  constructor(
+    private readonly identity: Identity,
+    private readonly timeField = '@timestamp',
+  ) {}
+
+  encode(r: LogRecord): string {
+    if (r.file !== this.lastFile) {
+      this.lastFile = r.file;
+      const k = `${r.file.container}\0${r.file.restart}`;
+      let t = this.tails.get(k);
+      if (t === undefined) {
+        t = ',' + JSON.stringify(metadataFields(this.identity, r.file)).slice(1);
+        this.tails.set(k, t);
+      }
+      this.tail = t;
+    }
+    // ts is validated to [0-9TZ:.+-] by the parser, so it needs no escaping.
+    let s = '{"' + this.timeField + '":"' + r.ts + '","message":' + JSON.stringify(r.message) + ',"stream":"' + r.stream + '","id":"' + r.file.idPrefix + r.offset + '"';
+    if (r.flags !== 0) s += flagFields(r.flags);
+    return s + this.tail;
+  }
+
+  /** NDJSON body for many records. */
+  lines(records: readonly LogRecord[]): string {
+    let body = '';
+    for (const r of records) body += this.encode(r) + '\n';
+    return body;
+  }
+}

@@ -1,0 +1,17 @@
+// Generic sink: POST the batch as NDJSON, one flat JSON document per record.
+import { DocumentEncoder } from './document.ts';
+import { attempt } from './http-result.ts';
+import type { Sink, SinkContext } from './types.ts';
+
+export function createSink(ctx: SinkContext): Sink {
+  const url = ctx.config.endpoint!;
+  const client = ctx.http();
+  const encoder = new DocumentEncoder(ctx.config.identity);
+  return {
+    async send(records, signal) {
+      const body = encoder.lines(records);
+      const { result } = await attempt(() => client.post(url, body, { contentType: 'application/x-ndjson', signal }));
+      return result;
+    },
+  };
+}

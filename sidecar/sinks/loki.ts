@@ -1,0 +1,64 @@
+// Loki push API (JSON). Labels stay low-cardinality (namespace, job, pod,
+// container, stream); everything else rides along as structured metadata.
+// The original CRI timestamp is sent in nanoseconds.
+import { nanosText, nowTime, parseTimestamp } from '../timestamp.ts';
+import type { FileMeta, LogRecord } from '../record.ts';
+import { withPath } from '../transport.ts';
+import { attempt } from './http-result.ts';
+import type { Sink, SinkContext } from './types.ts';
+import type { Identity } from '../config.ts';
+
+export const LOKI_PUSH_PATH = '/loki/api/v1/push';
+
+interface StreamGroup {
+  readonly head: string;
+  body: string;
+}
+
+function labelsFor(identity: Identity, file: FileMeta, stream: string): Record<string, string> {
+  const labels: Record<string, string> = { namespace: identity.namespace };
+  if (identity.job) labels.job = identity.job;
+  labels.pod = identity.pod;
+  labels.container = file.container;
+  labels.stream = stream;
+  return labels;
+}
+
+export function encodeLokiPush(identity: Identity, records: readonly LogRecord[]): string {
+  const groups = new Map<string, StreamGroup>();
+  const podMeta = `"pod_uid":${JSON.stringify(identity.podUid)}${identity.node ? `,"node":${JSON.stringify(identity.node)}` : ''}`;
+  for (const r of records) {
+    const key = `${r.file.container}\0${r.stream}`;
+    let g = groups.get(key);
+    if (!g) {
+      g = { head: `{"stream":${JSON.stringify(labelsFor(identity, r.file, r.stream))},"values":[`, body: '' };
+      groups.set(key, g);
+    }
+    const t = parseTimestamp(r.ts) ?? nowTime();
+    let meta = `{${podMeta},"restart_count":"${r.file.restart}","id":"${r.file.idPrefix}${r.offset}"`;
+    if (r.flags & 1) meta += ',"truncated":"true"';
+    if (r.flags & 2) meta += ',"malformed":"true"';
+    if (r.flags & 4) meta += ',"incomplete":"true"';
+    g.body += (g.body ? ',' : '') + `["${nanosText(t)}",${JSON.stringify(r.message)},${meta}}]`;
+  }
+  let out = '{"streams":[';
+  let first = true;
+  for (const g of groups.values()) {
+    out += (first ? '' : ',') + g.head + g.body + ']}';
+    first = false;
+  }
+  return out + ']}';
+}
+
+export function createSink(ctx: SinkContext): Sink {
+  const url = withPath(ctx.config.endpoint!, LOKI_PUSH_PATH);
+  const client = ctx.http();
+  const headers: Record<string, string> = ctx.config.lokiTenant ? { 'x-scope-orgid': ctx.config.lokiTenant } : {};
+  return {
+    async send(records, signal) {
+      const body = encodeLokiPush(ctx.config.identity, records);
+      const { result } = await attempt(() => client.post(url, body, { contentType: 'application/json', headers, signal }));
+      return result;
+    },
+  };
+}

@@ -1,0 +1,104 @@
+// OTLP/HTTP logs, protobuf or JSON, encoded by the OpenTelemetry JS
+// serializers (loaded only when this sink is chosen). Resource attributes
+// follow the OpenTelemetry Kubernetes semantic conventions, one resource per
+// container and restart. partial_success rejections are dead-lettered.
+import type { Resource } from '@opentelemetry/resources';
+import type { ReadableLogRecord } from '@opentelemetry/sdk-logs';
+import { VERSION } from '../../src/version.ts';
+import type { Identity } from '../config.ts';
+import { FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type LogRecord } from '../record.ts';
+import { nowTime, parseTimestamp } from '../timestamp.ts';
+import { withPath } from '../transport.ts';
+import { metadataFields } from './document.ts';
+import { attempt } from './http-result.ts';
+import type { SendResult, Sink, SinkContext } from './types.ts';
+
+export const OTLP_LOGS_PATH = '/v1/logs';
+
+type Attributes = ReadableLogRecord['attributes'];
+
+interface Serializer {
+  serializeRequest(records: ReadableLogRecord[]): Uint8Array | undefined;
+  deserializeResponse(data: Uint8Array): { partialSuccess?: { rejectedLogRecords?: number | string; errorMessage?: string } };
+}
+
+/** Turns records into the SDK shape the OpenTelemetry serializers take. */
+export class OtlpRecordBuilder {
+  private readonly resources = new Map<string, Resource>();
+  private readonly scope = { name: 'jobharvest', version: VERSION };
+
+  constructor(
+    private readonly identity: Identity,
+    private readonly makeResource: (attrs: Attributes) => Resource,
+  ) {}
+
+  build(records: readonly LogRecord[]): ReadableLogRecord[] {
+    const observed = nowTime();
+    const hrObserved: [number, number] = [observed.sec, observed.nanos];
+    const out = new Array<ReadableLogRecord>(records.length);
+    for (let i = 0; i < records.length; i++) {
+      const r = records[i]!;
+      const key = `${r.file.container}\0${r.file.restart}`;
+      let resource = this.resources.get(key);
+      if (!resource) {
+        resource = this.makeResource(metadataFields(this.identity, r.file));
+        this.resources.set(key, resource);
+      }
+      const t = parseTimestamp(r.ts) ?? observed;
+      const attributes: Attributes = { 'log.record.uid': r.file.idPrefix + r.offset };
+      if (r.stream !== 'unknown') attributes['log.iostream'] = r.stream;
+      if (r.flags & FLAG_TRUNCATED) attributes['jobharvest.truncated'] = true;
+      if (r.flags & FLAG_MALFORMED) attributes['jobharvest.malformed'] = true;
+      if (r.flags & FLAG_INCOMPLETE) attributes['jobharvest.incomplete'] = true;
+      out[i] = {
+        hrTime: [t.sec, t.nanos],
+        hrTimeObserved: hrObserved,
+        body: r.message,
+        resource,
+        instrumentationScope: this.scope,
+        attributes,
+        droppedAttributesCount: 0,
+      };
+    }
+    return out;
+  }
+}
+
+export function interpretPartialSuccess(serializer: Serializer, body: Buffer, records: readonly LogRecord[]): SendResult {
+  if (body.length === 0) return { kind: 'ok' };
+  let partial: { rejectedLogRecords?: number | string; errorMessage?: string } | undefined;
+  try {
+    partial = serializer.deserializeResponse(body).partialSuccess;
+  } catch {
+    return { kind: 'ok' };
+  }
+  const rejected = Number(partial?.rejectedLogRecords ?? 0);
+  const message = partial?.errorMessage ?? '';
+  if (!(rejected > 0)) return { kind: 'ok' };
+  // OTLP says which count, not which records: keep the whole batch so none of the rejected is lost.
+  const reason = `otlp partial_success: server rejected ${rejected} of ${records.length} records (not identified)${message ? `: ${message}` : ''}`;
+  return { kind: 'partial', retry: [], failed: records.map((record) => ({ record, reason })) };
+}
+
+export async function createSink(ctx: SinkContext): Promise<Sink> {
+  const [{ ProtobufLogsSerializer, JsonLogsSerializer }, { resourceFromAttributes }] = await Promise.all([
+    import('@opentelemetry/otlp-transformer'),
+    import('@opentelemetry/resources'),
+  ]);
+  const json = ctx.config.otlpEncoding === 'json';
+  const serializer: Serializer = json ? JsonLogsSerializer : ProtobufLogsSerializer;
+  const contentType = json ? 'application/json' : 'application/x-protobuf';
+  const builder = new OtlpRecordBuilder(ctx.config.identity, (attrs) => resourceFromAttributes(attrs));
+  const url = withPath(ctx.config.endpoint!, OTLP_LOGS_PATH);
+  const client = ctx.http();
+  return {
+    async send(records, signal) {
+      const encoded = serializer.serializeRequest(builder.build(records));
+      if (!encoded) return { kind: 'fail', reason: 'otlp serializer produced no request' };
+      const body = Buffer.from(encoded.buffer, encoded.byteOffset, encoded.byteLength);
+      const { result, response } = await attempt(() => client.post(url, body, { contentType, signal }));
+      if (result.kind !== 'ok' || !response) return result;
+      return interpretPartialSuccess(serializer, response.body, records);
+    },
+  };
+}

@@ -1,0 +1,17 @@
+// Debugging sink: NDJSON documents on the sidecar's stdout, acknowledged once
+// the stream has taken them (its backpressure is honoured).
+import type { Writable } from 'node:stream';
+import { DocumentEncoder } from './document.ts';
+import type { Sink, SinkContext } from './types.ts';
+
+export function createSink(ctx: SinkContext, out: Writable = process.stdout): Sink {
+  const encoder = new DocumentEncoder(ctx.config.identity);
+  return {
+    send(records) {
+      const body = encoder.lines(records);
+      return new Promise((resolve) => {
+        out.write(body, (err) => resolve(err ? { kind: 'retry', reason: `stdout: ${err.message}` } : { kind: 'ok' }));
+      });
+    },
+  };
+}

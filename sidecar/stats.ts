@@ -1,0 +1,36 @@
+// Counters for the exit summary and the metrics endpoint. Plain numbers: the
+// hot path only does additions, metrics read them when scraped.
+
+export interface Stats {
+  linesRead: number;
+  bytesRead: number;
+  linesShipped: number;
+  bytesShipped: number;
+  requests: number;
+  retries: number;
+  linesDeadLettered: number;
+  linesUnsent: number;
+  malformed: number;
+  truncated: number;
+  filesOpened: number;
+  filesReleased: number;
+  checkpointWrites: number;
+}
+
+export function newStats(): Stats {
+  return {
+    linesRead: 0,
+    bytesRead: 0,
+    linesShipped: 0,
+    bytesShipped: 0,
+    requests: 0,
+    retries: 0,
+    linesDeadLettered: 0,
+    linesUnsent: 0,
+    malformed: 0,
+    truncated: 0,
+    filesOpened: 0,
+    filesReleased: 0,
+    checkpointWrites: 0,
+  };
+}
