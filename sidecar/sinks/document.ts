@@ -2,6 +2,7 @@
 // and the dead-letter file: one flat object per record with OpenTelemetry
 // Kubernetes attribute names. Built by string concatenation with the
 // per-file metadata encoded once, because this runs for every line.
+import { BodyBuilder } from '../body.ts';
 import type { Identity } from '../config.ts';
 import { FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type FileMeta, type LogRecord } from '../record.ts';
 
@@ -55,9 +56,9 @@ export class DocumentEncoder {
   }
 
   /** NDJSON body for many records. */
-  lines(records: readonly LogRecord[]): string {
-    let body = '';
-    for (const r of records) body += this.encode(r) + '\n';
-    return body;
+  lines(records: readonly LogRecord[], sizeHint = 0): Buffer {
+    const body = new BodyBuilder(sizeHint || records.length * 512);
+    for (const r of records) body.append(this.encode(r) + '\n');
+    return body.finish();
   }
 }

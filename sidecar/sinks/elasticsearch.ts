@@ -3,6 +3,7 @@
 // results decide each record's fate: 409 is "already stored", 429/5xx are
 // retried, other failures go to the dead-letter file.
 import { isRetryableStatus, parseRetryAfter } from '../backoff.ts';
+import { BodyBuilder, recycleBody } from '../body.ts';
 import type { LogRecord } from '../record.ts';
 import { withPath } from '../transport.ts';
 import { DocumentEncoder } from './document.ts';
@@ -17,13 +18,13 @@ interface BulkItem {
   error?: { type?: string; reason?: string } | string;
 }
 
-export function encodeBulk(encoder: DocumentEncoder, index: string, records: readonly LogRecord[]): string {
+export function encodeBulk(encoder: DocumentEncoder, index: string, records: readonly LogRecord[]): Buffer {
   const indexJson = JSON.stringify(index);
-  let body = '';
+  const body = new BodyBuilder(records.length * 600);
   for (const r of records) {
-    body += `{"create":{"_index":${indexJson},"_id":"${r.file.idPrefix}${r.offset}"}}\n` + encoder.encode(r) + '\n';
+    body.append(`{"create":{"_index":${indexJson},"_id":"${r.file.idPrefix}${r.offset}"}}\n` + encoder.encode(r) + '\n');
   }
-  return body;
+  return body.finish();
 }
 
 function reasonOf(item: BulkItem): string {
@@ -70,7 +71,7 @@ export function createSink(ctx: SinkContext): Sink {
   return {
     async send(records, signal) {
       const body = encodeBulk(encoder, ctx.config.esIndex, records);
-      const { result, response } = await attempt(() => client.post(url, body, { contentType: 'application/x-ndjson', signal }));
+      const { result, response } = await attempt(() => client.post(url, body, { contentType: 'application/x-ndjson', signal })).finally(() => recycleBody(body));
       if (result.kind !== 'ok' || !response) return result;
       // A 2xx with no body carries no per-item errors to act on.
       if (response.body.length === 0) return { kind: 'ok' };

@@ -1,4 +1,5 @@
 // Generic sink: POST the batch as NDJSON, one flat JSON document per record.
+import { recycleBody } from '../body.ts';
 import { DocumentEncoder } from './document.ts';
 import { attempt } from './http-result.ts';
 import type { Sink, SinkContext } from './types.ts';
@@ -10,8 +11,12 @@ export function createSink(ctx: SinkContext): Sink {
   return {
     async send(records, signal) {
       const body = encoder.lines(records);
-      const { result } = await attempt(() => client.post(url, body, { contentType: 'application/x-ndjson', signal }));
-      return result;
+      try {
+        const { result } = await attempt(() => client.post(url, body, { contentType: 'application/x-ndjson', signal }));
+        return result;
+      } finally {
+        recycleBody(body);
+      }
     },
   };
 }

@@ -1,6 +1,7 @@
 // Debugging sink: NDJSON documents on the sidecar's stdout, acknowledged once
 // the stream has taken them (its backpressure is honoured).
 import type { Writable } from 'node:stream';
+import { recycleBody } from '../body.ts';
 import { DocumentEncoder } from './document.ts';
 import type { Sink, SinkContext } from './types.ts';
 
@@ -10,7 +11,10 @@ export function createSink(ctx: SinkContext, out: Writable = process.stdout): Si
     send(records) {
       const body = encoder.lines(records);
       return new Promise((resolve) => {
-        out.write(body, (err) => resolve(err ? { kind: 'retry', reason: `stdout: ${err.message}` } : { kind: 'ok' }));
+        out.write(body, (err) => {
+          recycleBody(body);
+          resolve(err ? { kind: 'retry', reason: `stdout: ${err.message}` } : { kind: 'ok' });
+        });
       });
     },
   };
