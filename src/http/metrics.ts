@@ -49,8 +49,18 @@ export function createMetrics(opts: { defaultMetrics?: boolean } = {}) {
     buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 2.5],
     registers: [registry],
   });
+  const certExpiry = new Gauge({
+    name: 'jobharvest_certificate_expiry_seconds',
+    help: 'Seconds until the serving certificate expires.',
+    registers: [registry],
+  });
+  const caBundleMismatch = new Gauge({
+    name: 'jobharvest_cabundle_mismatch',
+    help: '1 when the MutatingWebhookConfiguration caBundle does not trust the serving certificate.',
+    registers: [registry],
+  });
   const ready = new Gauge({ name: 'jobharvest_ready', help: '1 when /readyz answers ready.', registers: [registry] });
-  return { registry, requests, injected, skipped, errors, badRequests, warnings, latency, ready };
+  return { registry, requests, injected, skipped, errors, badRequests, warnings, latency, ready, certExpiry, caBundleMismatch };
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;

@@ -1,42 +1,184 @@
-import { VersionApi } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, CoreV1Api, RbacAuthorizationV1Api, VersionApi, type KubeConfig } from '@kubernetes/client-node';
 import type { ReviewDeps } from '../core/admission.ts';
 import type { Config } from '../core/config.ts';
 import { parseServerVersion, supportsNativeSidecars, type ServerVersion } from '../core/server-version.ts';
+import { generateBundle } from '../tls/generate.ts';
+import { watchFilePair, type FilePair } from '../tls/file-source.ts';
+import { secondsUntilExpiry } from '../tls/inspect.ts';
+import { DEFAULT_POLICY, serviceDnsNames } from '../tls/plan.ts';
+import { CaBundleReconciler } from './cabundle.ts';
+import { CertSecretManager } from './cert-secret.ts';
 import { loadKubeConfig } from './client.ts';
+import { messageOf } from './errors.ts';
+import { LogReaderRbac } from './log-reader-rbac.ts';
 import { startNamespaceCache } from './namespace-cache.ts';
+import { registerUrlWebhook } from './register.ts';
+
+export type CertMode = 'auto' | 'cert-manager' | 'provided' | 'local';
+export type Log = (level: 'info' | 'warn' | 'error', msg: string, extra?: object) => void;
 
 export interface EdgeOptions {
   config: Config;
-  kubeconfig?: string;
-  log?: (level: 'info' | 'warn', msg: string, extra?: object) => void;
+  kubeconfig?: string | undefined;
+  certMode: CertMode;
+  namespace: string;
+  serviceName: string;
+  certSecret: string;
+  extraDnsNames: string[];
+  extraIps: string[];
+  /** The MutatingWebhookConfiguration whose caBundle is reconciled (auto/local) or checked (others). */
+  webhookConfigName?: string | undefined;
+  /** Out of cluster: register a URL-based webhook at this address (local certificate mode). */
+  webhookUrl?: string | undefined;
+  failurePolicy?: 'Ignore' | 'Fail';
+  logReaderClusterRole: string;
+  apiRbac: boolean;
+  tlsCertFile?: string | undefined;
+  tlsKeyFile?: string | undefined;
+  certIntervalMs?: number;
+  caBundleIntervalMs?: number;
+  log: Log;
+  onCertExpiry?: (seconds: number) => void;
+  onCaBundle?: (matches: boolean) => void;
 }
 
 export interface Edge {
   deps: ReviewDeps;
+  tls: FilePair;
+  /** Called with each new serving certificate, for hot reload. */
+  onTls(cb: (p: FilePair) => void): void;
+  readiness(): { ready: boolean; reason?: string };
   stop(): Promise<void>;
 }
-
-const defaultLog = (level: 'info' | 'warn', msg: string, extra?: object) =>
-  process.stderr.write(JSON.stringify({ level, time: Date.now(), app: 'jobharvest-webhook', msg, ...extra }) + '\n');
 
 /** Everything that talks to the API server. Undefined when no kubeconfig exists (standalone). */
 export async function startEdge(opts: EdgeOptions): Promise<Edge | undefined> {
   const kc = loadKubeConfig(opts.kubeconfig);
   if (!kc) return undefined;
-  const log = opts.log ?? defaultLog;
-  let version: ServerVersion | undefined;
+  return startEdgeWith(kc, opts);
+}
+
+export async function startEdgeWith(kc: KubeConfig, opts: EdgeOptions): Promise<Edge> {
+  const { log } = opts;
+  const stops: Array<() => void | Promise<void>> = [];
+  const version = await serverVersion(kc, log);
+
+  const rbac = opts.apiRbac ? new LogReaderRbac(kc.makeApiClient(RbacAuthorizationV1Api), { config: opts.config, clusterRole: opts.logReaderClusterRole, log }) : undefined;
+  const namespaces = await startNamespaceCache(kc, {
+    log: (l, m, e) => log(l, m, e),
+    ...(rbac ? { listeners: [(ns, deleted) => rbac.onNamespace(ns, deleted)] } : {}),
+  });
+  stops.push(() => namespaces.stop());
+
+  const tlsListeners: Array<(p: FilePair) => void> = [];
+  let tls: FilePair | undefined;
+  const publishTls = (p: FilePair) => {
+    tls = p;
+    opts.onCertExpiry?.(secondsUntilExpiry(p.cert, new Date()));
+    for (const l of tlsListeners) l(p);
+  };
+
+  const writesCaBundle = opts.certMode === 'auto' || opts.certMode === 'local';
+  const caBundle = opts.webhookConfigName
+    ? new CaBundleReconciler(kc.makeApiClient(AdmissionregistrationV1Api), {
+        webhookConfigName: opts.webhookConfigName,
+        write: writesCaBundle,
+        log,
+        ...(opts.caBundleIntervalMs ? { intervalMs: opts.caBundleIntervalMs } : {}),
+        ...(opts.onCaBundle ? { onStatus: opts.onCaBundle } : {}),
+      })
+    : undefined;
+
+  if (opts.certMode === 'auto') {
+    const mgr = new CertSecretManager(kc.makeApiClient(CoreV1Api), {
+      namespace: opts.namespace,
+      name: opts.certSecret,
+      policy: { ...DEFAULT_POLICY, dnsNames: serviceDnsNames(opts.serviceName, opts.namespace, opts.extraDnsNames), ipAddresses: opts.extraIps },
+      labels: { 'app.kubernetes.io/managed-by': 'jobharvest' },
+      log,
+      ...(opts.certIntervalMs ? { intervalMs: opts.certIntervalMs } : {}),
+      onMaterial: (m) => {
+        // Publish the bundle before serving the new leaf, so the API server
+        // trusts a leaf from a rotated CA by the time it is presented.
+        void (caBundle ? caBundle.setMaterial(m.caBundle, m.tlsCert) : Promise.resolve()).finally(() => publishTls({ cert: m.tlsCert, key: m.tlsKey }));
+      },
+    });
+    const m = await mgr.start();
+    tls = { cert: m.tlsCert, key: m.tlsKey };
+    stops.push(() => mgr.stop());
+  } else if (opts.certMode === 'local') {
+    const host = opts.webhookUrl ? new URL(opts.webhookUrl).hostname : '127.0.0.1';
+    const isIp = /^[\d.]+$|:/.test(host);
+    const b = await generateBundle({
+      dnsNames: ['localhost', ...(isIp ? [] : [host]), ...opts.extraDnsNames],
+      ipAddresses: [...new Set(['127.0.0.1', ...(isIp ? [host.replace(/^\[|\]$/g, '')] : []), ...opts.extraIps])],
+    });
+    tls = b.serving;
+    if (opts.webhookUrl && opts.webhookConfigName) {
+      await registerUrlWebhook(kc.makeApiClient(AdmissionregistrationV1Api), {
+        name: opts.webhookConfigName,
+        url: opts.webhookUrl,
+        caBundle: b.ca.cert,
+        config: opts.config,
+        ...(opts.failurePolicy ? { failurePolicy: opts.failurePolicy } : {}),
+      });
+      log('info', 'registered URL webhook', { webhookConfiguration: opts.webhookConfigName, url: opts.webhookUrl });
+    }
+    await caBundle?.setMaterial(b.ca.cert, tls.cert);
+  } else {
+    if (!opts.tlsCertFile || !opts.tlsKeyFile) throw new Error(`--cert-mode ${opts.certMode} needs --tls-cert and --tls-key`);
+    const w = watchFilePair(opts.tlsCertFile, opts.tlsKeyFile, {
+      onChange: (p) => {
+        publishTls(p);
+        void caBundle?.setMaterial(undefined, p.cert);
+      },
+      onError: (e) => log('warn', 'cannot read the mounted certificate; keeping the current one', { error: messageOf(e) }),
+    });
+    tls = w.initial;
+    stops.push(() => w.stop());
+    await caBundle?.setMaterial(undefined, tls.cert);
+  }
+  opts.onCertExpiry?.(secondsUntilExpiry(tls.cert, new Date()));
+  caBundle?.start();
+  if (caBundle) stops.push(() => caBundle.stop());
+
+  return {
+    deps: {
+      config: opts.config,
+      namespace: (n) => namespaces.get(n),
+      serverVersion: () => version,
+      ...(rbac
+        ? {
+            onInjected: (ns, d) => {
+              if (d.action === 'inject' && d.mode === 'api') rbac.ensureFor(ns);
+            },
+          }
+        : {}),
+    },
+    tls,
+    onTls: (cb) => tlsListeners.push(cb),
+    readiness: () => {
+      if (!tls) return { ready: false, reason: 'no serving certificate loaded' };
+      if (caBundle && !caBundle.inSync()) return { ready: false, reason: `caBundle of ${opts.webhookConfigName} does not trust the serving certificate` };
+      if (!namespaces.synced()) return { ready: false, reason: 'namespace cache not synced' };
+      return { ready: true };
+    },
+    stop: async () => {
+      for (const s of stops.reverse()) await s();
+    },
+  };
+}
+
+async function serverVersion(kc: KubeConfig, log: Log): Promise<ServerVersion | undefined> {
   try {
     const v = await kc.makeApiClient(VersionApi).getCode();
-    version = parseServerVersion(v);
-    if (version && !supportsNativeSidecars(version)) {
-      log('warn', `Kubernetes ${v.gitVersion} has no native sidecars (needs 1.29+): Jobs will be admitted without the log sidecar`);
+    const parsed = parseServerVersion(v);
+    if (parsed && !supportsNativeSidecars(parsed)) {
+      log('warn', `Kubernetes ${v.gitVersion} has no native sidecars (needs 1.29+): every Job will be admitted without the log sidecar`);
     }
+    return parsed;
   } catch (err) {
-    log('warn', 'cannot read the server version; assuming native sidecars', { error: String((err as Error)?.message ?? err) });
+    log('warn', 'cannot read the server version; assuming native sidecars', { error: messageOf(err) });
+    return undefined;
   }
-  const namespaces = await startNamespaceCache(kc, { log });
-  return {
-    deps: { config: opts.config, namespace: (n) => namespaces.get(n), serverVersion: () => version },
-    stop: () => namespaces.stop(),
-  };
 }

@@ -7,6 +7,8 @@ export interface NamespaceCacheOptions {
   /** Delay before re-listing after the watch fails. */
   restartDelayMs?: number;
   log?: (level: 'info' | 'warn', msg: string, extra?: object) => void;
+  /** Registered before the first list, so they see every existing namespace too. */
+  listeners?: Array<(ns: NamespaceMeta, deleted: boolean) => void>;
 }
 
 export interface NamespaceCache {
@@ -38,7 +40,7 @@ export async function startNamespaceCache(kc: KubeConfig, opts: NamespaceCacheOp
   const restartDelay = opts.restartDelayMs ?? 1000;
   const log = opts.log ?? (() => {});
   const informer = makeInformer<V1Namespace>(kc, '/api/v1/namespaces', () => api.listNamespace());
-  const listeners: Array<(ns: NamespaceMeta, deleted: boolean) => void> = [];
+  const listeners: Array<(ns: NamespaceMeta, deleted: boolean) => void> = [...(opts.listeners ?? [])];
   let isSynced = false;
   let stopped = false;
 
