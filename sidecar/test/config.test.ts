@@ -1,0 +1,46 @@
+import { describe, expect, it } from 'vitest';
+import { ENV } from '../../src/contract/env.ts';
+import { ConfigError, loadConfig, usage } from '../config.ts';
+import { testConfig } from './helpers.ts';
+
+describe('config', () => {
+  it('applies the contract defaults', () => {
+    const c = testConfig();
+    expect(c.sink).toBe('stdout');
+    expect(c.drainMs).toBe(25_000);
+    expect(c.maxInFlight).toBe(4);
+    expect(c.gzip).toBe(true);
+    expect(c.identity).toEqual({ namespace: 'team-a', pod: 'job-abc-xyz', podUid: 'uid-1', node: 'node-1', job: 'job-abc' });
+  });
+
+  it('collects every problem into one error', () => {
+    let err: unknown;
+    try {
+      loadConfig({ JOBHARVEST_SINK: 'loki', JOBHARVEST_BATCH_MAX_BYTES: 'lots', JOBHARVEST_GZIP: 'maybe', JOBHARVEST_TLS_CERT_FILE: '/c.pem' });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ConfigError);
+    const msg = (err as Error).message;
+    for (const part of ['POD_UID is required', 'JOBHARVEST_ENDPOINT is required', 'JOBHARVEST_BATCH_MAX_BYTES', 'JOBHARVEST_GZIP', 'JOBHARVEST_TLS_KEY_FILE']) {
+      expect(msg).toContain(part);
+    }
+  });
+
+  it('parses headers and auth without echoing secrets in errors', () => {
+    const c = testConfig({ JOBHARVEST_SINK: 'http', JOBHARVEST_ENDPOINT: 'https://logs:8443/in', JOBHARVEST_HEADERS: 'X-A=1, x-b = two', JOBHARVEST_AUTH_TOKEN: 's3cret' });
+    expect(c.headers).toEqual({ 'x-a': '1', 'x-b': 'two' });
+    expect(c.auth.token).toBe('s3cret');
+    expect(() => testConfig({ JOBHARVEST_AUTH_TOKEN: 's3cret', JOBHARVEST_AUTH_USERNAME: 'u' })).toThrow(/not both/);
+    try {
+      testConfig({ JOBHARVEST_AUTH_TOKEN: 's3cret', JOBHARVEST_AUTH_USERNAME: 'u' });
+    } catch (e) {
+      expect((e as Error).message).not.toContain('s3cret');
+    }
+  });
+
+  it('usage lists every variable of the contract', () => {
+    const text = usage();
+    for (const spec of Object.values(ENV)) expect(text).toContain(spec.name);
+  });
+});
