@@ -41,6 +41,16 @@ key="$(
 out="$cache_root/$key"
 
 link_bins() {
+  # Marks the entry as in use, for the pruning below.
+  touch "$out/.complete"
+  # Entries of older pins that no checkout has linked for two weeks; a pin in
+  # use elsewhere keeps being touched and stays.
+  for old in "$cache_root"/*/; do
+    old="${old%/}"
+    if [[ "$old" != "$out" && -n "$(find "$old/.complete" -mtime +14 2>/dev/null)" ]]; then
+      rm -rf "$old"
+    fi
+  done
   mkdir -p "$bin_link_dir"
   for name in etcd kube-apiserver kube-controller-manager helm versions.json; do
     ln -sfn "$out/$name" "$bin_link_dir/$name"
@@ -66,6 +76,7 @@ fi
 
 started=$SECONDS
 staging="$(mktemp -d "$cache_root/.build-$key.XXXXXX")"
+chmod 755 "$staging"
 trap 'rm -rf "$staging"' EXIT
 
 k8s_minor="${k8s_version#v1.}"

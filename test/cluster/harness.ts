@@ -27,14 +27,14 @@ import { waitFor } from './wait.ts';
  * which projected service-account volumes reference.
  */
 export const DEFAULT_CONTROLLERS = [
-  'job',
-  'cronjob',
-  'ttl-after-finished',
-  'garbage-collector',
-  'serviceaccount',
-  'serviceaccount-token',
-  'root-ca-cert-publisher',
-  'namespace',
+  'job-controller',
+  'cronjob-controller',
+  'ttl-after-finished-controller',
+  'garbage-collector-controller',
+  'serviceaccount-controller',
+  'serviceaccount-token-controller',
+  'root-ca-certificate-publisher-controller',
+  'namespace-controller',
 ];
 
 const SERVICE_CIDR = '10.0.0.0/24';
@@ -248,7 +248,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
         '--profiling=false',
         ...(opts.controllerManagerFlags ?? []),
       ]);
-      if (controllers.includes('serviceaccount')) {
+      if (controllers.includes('serviceaccount-controller')) {
         // The default ServiceAccount appears once the controllers run; before
         // that every pod creation would be refused by ServiceAccount admission.
         await waitFor(

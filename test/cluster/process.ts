@@ -105,10 +105,6 @@ export function startProcess(name: string, binary: string, args: string[], logPa
       resolve(exit);
     });
   });
-  // The runner must be able to exit even if a teardown was skipped; the exit
-  // hook and the watchdog take care of the children then.
-  child.unref();
-
   const managed: ManagedProcess = {
     name,
     pid: child.pid ?? -1,
@@ -159,7 +155,6 @@ export function startWatchdog(pidFile: string, dataDir: string): ManagedProcess 
     detached: true,
     stdio: 'ignore',
   });
-  child.unref();
   let exit: Exit | undefined;
   const exited = new Promise<Exit>((resolve) => {
     child.once('exit', (code, signal) => resolve((exit = { code, signal })));
