@@ -4,8 +4,6 @@
 // file, also by a restarted sidecar whose inode numbers mean nothing.
 import { createHash } from 'node:crypto';
 import type { FileHandle } from 'node:fs/promises';
-import { pipeline } from 'node:stream/promises';
-import { Writable } from 'node:stream';
 import zlib from 'node:zlib';
 
 /** At most this much of the head is hashed, for files whose first line is long. */
@@ -32,26 +30,16 @@ export async function plainFingerprint(fh: FileHandle, final = false): Promise<s
   return fingerprintOf(buf.subarray(0, bytesRead), final);
 }
 
-class HeadCollector extends Writable {
-  readonly parts: Buffer[] = [];
-  size = 0;
-  override _write(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
-    this.parts.push(chunk);
-    this.size += chunk.length;
-    if (this.size >= FINGERPRINT_BYTES || chunk.includes(10)) cb(new StopReading());
-    else cb();
-  }
-}
-
-class StopReading extends Error {}
-
 /** Decompresses just enough of a .gz rotation to fingerprint its content. */
 export async function gzipFingerprint(fh: FileHandle): Promise<string | undefined> {
-  const head = new HeadCollector();
-  try {
-    await pipeline(fh.createReadStream({ start: 0, autoClose: false, highWaterMark: 16 * 1024 }), zlib.createGunzip(), head);
-  } catch (err) {
-    if (!(err instanceof StopReading)) throw err;
+  const { size } = await fh.stat();
+  // Partial input is fine with a sync flush; grow the read until the first line is in.
+  for (let want = 16 * 1024; ; want *= 4) {
+    const n = Math.min(want, size);
+    const buf = Buffer.allocUnsafe(n);
+    const { bytesRead } = await fh.read(buf, 0, n, 0);
+    const head = zlib.gunzipSync(buf.subarray(0, bytesRead), { finishFlush: zlib.constants.Z_SYNC_FLUSH });
+    const fp = fingerprintOf(head, n >= size);
+    if (fp || n >= size) return fp;
   }
-  return fingerprintOf(Buffer.concat(head.parts), true);
 }
