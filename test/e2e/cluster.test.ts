@@ -1,7 +1,8 @@
 /**
  * Smoke test of the test cluster itself: the pinned releases answer, and the
- * controller manager drives a Job from creation to completion with pods whose
- * binding and status the test sets, as the webhook's e2e tests will do.
+ * controller manager drives a Job from creation through completion to its TTL
+ * deletion, with a pod whose binding and status the test sets, as the
+ * webhook's e2e tests will do.
  */
 import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import { readFileSync } from 'node:fs';
@@ -18,6 +19,7 @@ function pinned(module: string): string {
   return match[1];
 }
 
+const TTL_SECONDS = 2;
 const cluster = useCluster();
 let namespace = '';
 
@@ -56,11 +58,12 @@ describe('test cluster', () => {
     expect(sa.metadata?.namespace).toBe(namespace);
   });
 
-  it('drives a Job with a native sidecar through the Job controller to Complete', async () => {
+  it('completes a Job with a native sidecar, then deletes it and its pod after the TTL', async () => {
     const job: V1Job = {
       metadata: { name: 'smoke' },
       spec: {
         backoffLimit: 0,
+        ttlSecondsAfterFinished: TTL_SECONDS,
         template: {
           spec: {
             restartPolicy: 'Never',
@@ -120,5 +123,27 @@ describe('test cluster', () => {
       { timeoutMs: 60_000 },
     );
     expect(complete.status?.succeeded).toBe(1);
+
+    // The TTL controller deletes with Foreground propagation, so the Job only
+    // disappears once the garbage collector has removed its pod.
+    const completedAt = complete.status?.conditions?.find((c) => c.type === 'Complete')?.lastTransitionTime;
+    expect(completedAt).toBeInstanceOf(Date);
+    const goneAt = await waitFor(
+      'the TTL controller and the garbage collector to delete the Job',
+      async () => {
+        try {
+          await cluster.batch.readNamespacedJob({ name: 'smoke', namespace });
+          return undefined;
+        } catch (err) {
+          if ((err as { code?: number }).code === 404) return Date.now();
+          throw err;
+        }
+      },
+      { timeoutMs: 60_000, intervalMs: 100 },
+    );
+    // The controller's deadline is the (whole-second) lastTransitionTime plus the TTL.
+    expect(goneAt).toBeGreaterThanOrEqual((completedAt as Date).getTime() + TTL_SECONDS * 1000);
+    const pods = await cluster.core.listNamespacedPod({ namespace, labelSelector: 'batch.kubernetes.io/job-name=smoke' });
+    expect(pods.items).toEqual([]);
   });
 });
