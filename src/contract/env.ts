@@ -73,6 +73,12 @@ export const ENV = {
   AUTH_SCHEME: spec({ name: 'JOBHARVEST_AUTH_SCHEME', source: 'settings', default: 'Bearer', description: 'Scheme put before JOBHARVEST_AUTH_TOKEN in Authorization (e.g. Bearer, ApiKey).' }),
   GZIP_LEVEL: spec({ name: 'JOBHARVEST_GZIP_LEVEL', source: 'settings', default: '1', description: 'gzip level 1-9 for request bodies; 1 trades a little size for much less CPU.' }),
   LOG_LEVEL: spec({ name: 'JOBHARVEST_LOG_LEVEL', source: 'settings', default: 'info', description: "The sidecar's own stderr log level: debug, info, warn, error." }),
+
+  // --- syslog and forward sinks ------------------------------------------------
+  SYSLOG_PROTOCOL: spec({ name: 'JOBHARVEST_SYSLOG_PROTOCOL', source: 'settings', default: 'octet-counting', description: 'syslog sink: `octet-counting` (RFC 6587 framing over the tcp:// or tls:// endpoint; no acknowledgements) or `relp` (RELP; the receiver acknowledges every message).' }),
+  SYSLOG_FACILITY: spec({ name: 'JOBHARVEST_SYSLOG_FACILITY', source: 'settings', default: 'user', description: 'syslog sink: facility, by name (kern, user, daemon, local0..local7, ...) or number 0-23.' }),
+  SYSLOG_SD_ID: spec({ name: 'JOBHARVEST_SYSLOG_SD_ID', source: 'settings', default: 'k8s@32473', description: 'syslog sink: SD-ID of the structured-data element carrying the Kubernetes metadata (name@<private enterprise number>).' }),
+  FORWARD_MODE: spec({ name: 'JOBHARVEST_FORWARD_MODE', source: 'settings', default: 'packed-forward', description: 'forward sink: `packed-forward` (entries as one msgpack stream, gzip-compressed when JOBHARVEST_GZIP is on) or `forward` (entries as a msgpack array).' }),
 } as const;
 
 export type EnvKey = keyof typeof ENV;
