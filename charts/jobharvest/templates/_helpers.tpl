@@ -1,0 +1,97 @@
+{{- define "jobharvest.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The full name prefixes every object. It is capped at 52 characters because the
+longest suffix added to it ("-log-reader") must still fit a 63-character label value.
+*/}}
+{{- define "jobharvest.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 52 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "jobharvest.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "jobharvest.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "jobharvest.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "jobharvest.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: webhook
+{{- end }}
+
+{{- define "jobharvest.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "jobharvest.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The Secret holding the serving certificate, in every certificate mode. */}}
+{{- define "jobharvest.certSecretName" -}}
+{{- if eq .Values.certificates.mode "provided" }}
+{{- required "certificates.provided.secretName is required in provided mode" .Values.certificates.provided.secretName }}
+{{- else }}
+{{- printf "%s-tls" (include "jobharvest.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{- define "jobharvest.logReaderRole" -}}
+{{- printf "%s-log-reader" (include "jobharvest.fullname" .) }}
+{{- end }}
+
+{{- define "jobharvest.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{- define "jobharvest.sidecarImage" -}}
+{{- $repo := default .Values.image.repository .Values.sidecar.image.repository }}
+{{- $tag := default (default .Chart.AppVersion .Values.image.tag) .Values.sidecar.image.tag }}
+{{- printf "%s:%s" $repo $tag }}
+{{- end }}
+
+{{/*
+The global configuration file (docs/configuration.md, "Global configuration").
+Empty strings are left out, so that the webhook's own defaults apply to them.
+*/}}
+{{- define "jobharvest.config" -}}
+{{- $sink := dict "type" .Values.sink.type "gzip" .Values.sink.gzip }}
+{{- range $key := list "endpoint" "authSecret" "tlsSecret" "headers" "esIndex" "otlpEncoding" "lokiTenant" "forwardTag" }}
+{{- with index $.Values.sink $key }}
+{{- $_ := set $sink $key . }}
+{{- end }}
+{{- end }}
+{{- $sidecar := dict
+  "image" (include "jobharvest.sidecarImage" .)
+  "imagePullPolicy" (default .Values.image.pullPolicy .Values.sidecar.imagePullPolicy)
+  "args" (list "/app/sidecar.mjs")
+  "runAsUser" .Values.sidecar.runAsUser
+  "resources" .Values.sidecar.resources
+  "stateSizeLimit" .Values.sidecar.stateSizeLimit
+}}
+{{- $config := dict
+  "mode" .Values.mode
+  "sink" $sink
+  "ttlSecondsAfterFinished" .Values.ttlSecondsAfterFinished
+  "maxTtlSecondsAfterFinished" .Values.maxTtlSecondsAfterFinished
+  "drainSeconds" .Values.drainSeconds
+  "namespaceSelection" .Values.namespaceSelection
+  "webhookNamespace" .Release.Namespace
+  "excludedNamespaces" .Values.excludedNamespaces
+  "sidecar" $sidecar
+}}
+{{- toYaml $config }}
+{{- end }}

@@ -1,0 +1,470 @@
+/**
+ * The Helm chart: `helm lint`, the schema's refusals, the rendered objects'
+ * properties, and the API server's acceptance of every rendered object (real
+ * creates against the test cluster), including whether the API server really
+ * calls the webhook for the namespaces the selector should let through.
+ */
+import { AppsV1Api, type V1ClusterRole, type V1Deployment, type V1MutatingWebhookConfiguration, type V1PolicyRule, type V1Role } from '@kubernetes/client-node';
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { afterAll, describe, expect, it } from 'vitest';
+import { SINKS } from '../../src/contract/env.ts';
+import { defaultConfig, parseConfig, type Config } from '../../src/core/config.ts';
+import { CHART_DIR, one, render, runHelm, template, type K8sObject } from '../chart/helm.ts';
+import { useCluster } from '../cluster/client.ts';
+
+const cluster = useCluster();
+const helm = cluster.info.helmPath;
+const CERT_MANAGER_GROUP = 'cert-manager.io/';
+
+const suffix = (): string => randomBytes(3).toString('hex');
+
+/** Cluster-scoped objects and namespaces this file created, removed at the end whatever happens. */
+const cleanup: Array<() => Promise<unknown>> = [];
+afterAll(async () => {
+  for (const undo of cleanup.reverse()) await undo().catch(() => undefined);
+});
+
+async function createNamespace(name: string, labels: Record<string, string> = {}): Promise<void> {
+  await cluster.core.createNamespace({ body: { metadata: { name, labels } } });
+  cleanup.push(() => cluster.core.deleteNamespace({ name }));
+}
+
+/** Creates every rendered object for real; cert-manager kinds have no CRDs here and are returned unapplied. */
+async function apply(objects: K8sObject[]): Promise<K8sObject[]> {
+  const skipped: K8sObject[] = [];
+  for (const obj of objects) {
+    if (obj.apiVersion.startsWith(CERT_MANAGER_GROUP)) {
+      skipped.push(obj);
+      continue;
+    }
+    if (obj.metadata.namespace === undefined) cleanup.push(() => cluster.objects.delete(obj));
+    try {
+      await cluster.objects.create(obj);
+    } catch (err) {
+      throw new Error(`the API server refused ${obj.kind} ${obj.metadata.name}: ${(err as Error).message}`, { cause: err });
+    }
+  }
+  return skipped;
+}
+
+function configOf(objects: K8sObject[]): { raw: Record<string, unknown>; config: Config } {
+  const cm = one<{ data: Record<string, string> }>(objects, 'ConfigMap');
+  const text = cm.data['config.yaml'];
+  if (text === undefined) throw new Error('the ConfigMap has no config.yaml');
+  const raw = parseYaml(text) as Record<string, unknown>;
+  return { raw, config: parseConfig(raw) };
+}
+
+function webhookOf(objects: K8sObject[]) {
+  const mwc = one<V1MutatingWebhookConfiguration>(objects, 'MutatingWebhookConfiguration');
+  expect(mwc.webhooks).toHaveLength(1);
+  return { mwc, hook: mwc.webhooks![0]! };
+}
+
+function excludedNames(hook: ReturnType<typeof webhookOf>['hook']): string[] {
+  const expr = hook.namespaceSelector?.matchExpressions?.find((e) => e.key === 'kubernetes.io/metadata.name');
+  expect(expr?.operator).toBe('NotIn');
+  return expr?.values ?? [];
+}
+
+function argsOf(objects: K8sObject[]): string[] {
+  const dep = one<V1Deployment>(objects, 'Deployment');
+  return dep.spec!.template.spec!.containers[0]!.args ?? [];
+}
+
+function rulesOf(role: V1ClusterRole | V1Role): V1PolicyRule[] {
+  return role.rules ?? [];
+}
+
+describe('helm lint', () => {
+  it.each([
+    ['defaults', []],
+    ['cert-manager', ['--set', 'certificates.mode=cert-manager']],
+    ['provided', ['--set', 'certificates.mode=provided', '--set', 'certificates.provided.secretName=tls', '--set', 'certificates.provided.caBundle=Y2E=']],
+    ['label selection', ['--set', 'namespaceSelection=label']],
+  ])('passes --strict with %s', async (_name, args) => {
+    const run = await runHelm(helm, ['lint', '--strict', CHART_DIR, ...args]);
+    expect(run.stderr + run.stdout).toContain('1 chart(s) linted, 0 chart(s) failed');
+    expect(run.code).toBe(0);
+  });
+});
+
+describe('values.schema.json', () => {
+  const base = { release: 'jh', namespace: 'jobharvest' };
+  it.each<[string, object, RegExp]>([
+    ['timeoutSeconds above 10', { webhook: { timeoutSeconds: 30 } }, /timeoutSeconds/],
+    ['timeoutSeconds 0', { webhook: { timeoutSeconds: 0 } }, /timeoutSeconds/],
+    ['an unknown failurePolicy', { webhook: { failurePolicy: 'Maybe' } }, /failurePolicy/],
+    ['an unknown sink type', { sink: { type: 'splunk' } }, /sink\/type|sink.type|type/],
+    ['an unknown mode', { mode: 'hybrid' }, /mode/],
+    ['credentials in the endpoint', { sink: { type: 'loki', endpoint: 'http://user:secret@loki:3100' } }, /endpoint/],
+    ['an endpoint with another scheme', { sink: { type: 'loki', endpoint: 'ftp://loki:3100' } }, /endpoint/],
+    ['drainSeconds 0', { drainSeconds: 0 }, /drainSeconds/],
+    ['a negative TTL', { ttlSecondsAfterFinished: -1 }, /ttlSecondsAfterFinished/],
+    ['an unknown key', { sinks: { type: 'loki' } }, /sinks/],
+    ['an unknown sink key', { sink: { password: 'x' } }, /password/],
+    ['an unknown certificate mode', { certificates: { mode: 'manual' } }, /mode/],
+    ['provided mode without a Secret', { certificates: { mode: 'provided', provided: { caBundle: 'Y2E=' } } }, /secretName|provided/],
+    ['provided mode without a caBundle', { certificates: { mode: 'provided', provided: { secretName: 'tls' } } }, /caBundle|provided/],
+    ['an invalid auth Secret name', { sink: { authSecret: 'Not_A_Name' } }, /authSecret/],
+    ['zero replicas', { webhook: { replicas: 0 } }, /replicas/],
+    ['a sidecar quantity with spaces', { sidecar: { resources: { limits: { memory: '128 Mi' } } } }, /memory/],
+  ])('rejects %s at install', async (_name, values, where) => {
+    const run = await template(helm, { ...base, values });
+    expect(run.code).not.toBe(0);
+    expect(run.stderr).toMatch(/schema/i);
+    expect(run.stderr).toMatch(where);
+  });
+
+  it('accepts the defaults and a full set of valid values (the control for the refusals above)', async () => {
+    expect((await template(helm, base)).code).toBe(0);
+    expect((await template(helm, { ...base, values: fullValues })).code).toBe(0);
+  });
+
+  it('lists exactly the sink types the sidecar implements', () => {
+    const schema = JSON.parse(readFileSync(`${CHART_DIR}/values.schema.json`, 'utf8')) as {
+      properties: { sink: { properties: { type: { enum: string[] } } } };
+    };
+    expect([...schema.properties.sink.properties.type.enum].sort()).toEqual([...SINKS].sort());
+  });
+
+  it('refuses a Kubernetes release without native sidecars', async () => {
+    const run = await template(helm, { ...base, extraArgs: ['--kube-version', '1.28.9'] });
+    expect(run.code).not.toBe(0);
+    expect(run.stderr).toMatch(/kubeVersion|Kubernetes version/i);
+  });
+});
+
+// Every configuration key set to a value other than its default.
+const fullValues = {
+  image: { repository: 'registry.example/jobharvest', tag: '1.2.3', pullPolicy: 'Always' },
+  mode: 'api',
+  sink: {
+    type: 'elasticsearch',
+    endpoint: 'https://es.logging:9200',
+    authSecret: 'es-credentials',
+    tlsSecret: 'es-tls',
+    headers: 'X-Team=data,X-Env=prod',
+    gzip: false,
+    esIndex: 'logs-jobs',
+    otlpEncoding: 'json',
+    lokiTenant: 'team-a',
+    forwardTag: 'jobs.${namespace}',
+  },
+  ttlSecondsAfterFinished: 600,
+  maxTtlSecondsAfterFinished: 86400,
+  drainSeconds: 60,
+  namespaceSelection: 'label',
+  excludedNamespaces: ['batch-legacy', 'ci'],
+  sidecar: {
+    image: { repository: 'registry.example/jobharvest-sidecar', tag: '1.2.4' },
+    imagePullPolicy: 'IfNotPresent',
+    runAsUser: 10001,
+    resources: { requests: { cpu: '20m', memory: '48Mi' }, limits: { cpu: '500m', memory: '256Mi' } },
+    stateSizeLimit: '128Mi',
+  },
+};
+
+describe('the rendered configuration file', () => {
+  it('is the webhook\'s own defaults when no value is set', async () => {
+    const objects = await render(helm, { release: 'jh', namespace: 'jobharvest' });
+    const { config } = configOf(objects);
+    expect(config).toEqual({ ...defaultConfig(), webhookNamespace: 'jobharvest' });
+  });
+
+  it('carries every value onto its configuration key, and renders every key the code reads', async () => {
+    const objects = await render(helm, { release: 'jh', namespace: 'batch-system', values: fullValues });
+    const { raw, config } = configOf(objects);
+    const expected: Config = {
+      mode: 'api',
+      sink: { ...fullValues.sink, type: 'elasticsearch', otlpEncoding: 'json' },
+      ttlSecondsAfterFinished: 600,
+      maxTtlSecondsAfterFinished: 86400,
+      drainSeconds: 60,
+      namespaceSelection: 'label',
+      webhookNamespace: 'batch-system',
+      excludedNamespaces: ['batch-legacy', 'ci'],
+      sidecar: {
+        image: 'registry.example/jobharvest-sidecar:1.2.4',
+        imagePullPolicy: 'IfNotPresent',
+        args: ['/app/sidecar.mjs'],
+        runAsUser: 10001,
+        resources: fullValues.sidecar.resources,
+        stateSizeLimit: '128Mi',
+      },
+    };
+    expect(config).toEqual(expected);
+    // A key the code gains must be rendered by the chart too.
+    const keys = (o: object): string[] => Object.keys(o).sort();
+    expect(keys(raw)).toEqual(keys(defaultConfig()));
+    expect(keys(raw.sink as object)).toEqual(keys(expected.sink));
+    expect(keys(raw.sidecar as object)).toEqual(keys(defaultConfig().sidecar));
+  });
+
+  it('gives the sidecar the webhook\'s image and pull policy unless set apart', async () => {
+    const objects = await render(helm, {
+      release: 'jh',
+      namespace: 'jobharvest',
+      values: { image: { repository: 'registry.example/jh', tag: '9.9.9', pullPolicy: 'Always' } },
+    });
+    const { config } = configOf(objects);
+    expect(config.sidecar.image).toBe('registry.example/jh:9.9.9');
+    expect(config.sidecar.imagePullPolicy).toBe('Always');
+    expect(one<V1Deployment>(objects, 'Deployment').spec!.template.spec!.containers[0]!.image).toBe('registry.example/jh:9.9.9');
+  });
+});
+
+describe('the rendered objects', () => {
+  it('has the MutatingWebhookConfiguration the issue asks for', async () => {
+    const objects = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { excludedNamespaces: ['ci'] } });
+    const { mwc, hook } = webhookOf(objects);
+    expect(mwc.metadata?.name).toBe('jh-jobharvest');
+    expect(hook.name).toBe('jobs.jobharvest.io');
+    expect(hook.rules).toEqual([
+      { apiGroups: ['batch'], apiVersions: ['v1'], resources: ['jobs'], operations: ['CREATE'], scope: 'Namespaced' },
+    ]);
+    expect(hook.failurePolicy).toBe('Ignore');
+    expect(hook.timeoutSeconds).toBeLessThanOrEqual(10);
+    expect(hook.reinvocationPolicy).toBe('IfNeeded');
+    expect(hook.sideEffects).toBe('NoneOnDryRun');
+    expect(hook.matchPolicy).toBe('Equivalent');
+    expect(hook.admissionReviewVersions).toEqual(['v1']);
+    expect(excludedNames(hook)).toEqual(['kube-system', 'kube-public', 'kube-node-lease', 'jobharvest', 'ci']);
+    expect(hook.namespaceSelector?.matchExpressions).toContainEqual({ key: 'jobharvest.io/inject', operator: 'NotIn', values: ['disabled'] });
+    expect(hook.namespaceSelector?.matchLabels).toBeUndefined();
+    // auto mode: the webhook fills the caBundle; there is none to render on a first install.
+    expect(hook.clientConfig.caBundle).toBeUndefined();
+
+    const svc = one<{ spec: { ports: Array<{ port: number; targetPort: string }>; selector: Record<string, string> } }>(objects, 'Service');
+    expect(hook.clientConfig.service).toEqual({ name: svc.metadata.name, namespace: 'jobharvest', path: '/mutate', port: svc.spec.ports[0]!.port });
+    const dep = one<V1Deployment>(objects, 'Deployment');
+    expect(dep.spec!.template.metadata!.labels).toMatchObject(svc.spec.selector);
+    expect(dep.spec!.template.spec!.containers[0]!.ports!.map((p) => p.name)).toContain(svc.spec.ports[0]!.targetPort);
+  });
+
+  it('switches to label-based opt-in and keeps the exclusions', async () => {
+    const objects = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { namespaceSelection: 'label' } });
+    const { hook } = webhookOf(objects);
+    expect(hook.namespaceSelector?.matchLabels).toEqual({ 'jobharvest.io/inject': 'enabled' });
+    expect(excludedNames(hook)).toEqual(['kube-system', 'kube-public', 'kube-node-lease', 'jobharvest']);
+    expect(configOf(objects).config.namespaceSelection).toBe('label');
+  });
+
+  it('runs the webhook as the issue asks: replicas, spread, probes, hardening, downward API', async () => {
+    const objects = await render(helm, {
+      release: 'jh',
+      namespace: 'jobharvest',
+      values: { webhook: { priorityClassName: 'system-cluster-critical', nodeSelector: { pool: 'infra' }, tolerations: [{ key: 'infra', operator: 'Exists' }] } },
+    });
+    const dep = one<V1Deployment>(objects, 'Deployment');
+    const pod = dep.spec!.template.spec!;
+    const c = pod.containers[0]!;
+    expect(dep.spec!.replicas).toBe(2);
+    expect(pod.affinity?.podAntiAffinity?.preferredDuringSchedulingIgnoredDuringExecution?.[0]?.podAffinityTerm.topologyKey).toBe('kubernetes.io/hostname');
+    expect(c.readinessProbe?.httpGet).toMatchObject({ path: '/readyz', scheme: 'HTTPS' });
+    expect(c.livenessProbe?.httpGet).toMatchObject({ path: '/healthz', scheme: 'HTTPS' });
+    expect(c.securityContext).toMatchObject({
+      runAsNonRoot: true,
+      runAsUser: 65532,
+      readOnlyRootFilesystem: true,
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ['ALL'] },
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
+    expect(c.resources?.limits?.memory).toBeDefined();
+    expect(c.env).toContainEqual({ name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } });
+    expect(pod.priorityClassName).toBe('system-cluster-critical');
+    expect(pod.nodeSelector).toEqual({ pool: 'infra' });
+    expect(pod.tolerations).toEqual([{ key: 'infra', operator: 'Exists' }]);
+    expect(c.args?.slice(0, 2)).toEqual(['/app/jobharvest.mjs', 'webhook']);
+    expect(c.args).toEqual(
+      expect.arrayContaining([
+        '--config=/etc/jobharvest/config.yaml',
+        '--namespace=$(POD_NAMESPACE)',
+        '--service-name=jh-jobharvest',
+        '--cert-mode=auto',
+        '--cert-secret=jh-jobharvest-tls',
+        '--webhook-config-name=jh-jobharvest',
+        '--log-reader-clusterrole=jh-jobharvest-log-reader',
+      ]),
+    );
+    const pdb = one<{ spec: { minAvailable: number; selector: { matchLabels: Record<string, string> } } }>(objects, 'PodDisruptionBudget');
+    expect(pdb.spec.minAvailable).toBe(1);
+    expect(dep.spec!.template.metadata!.labels).toMatchObject(pdb.spec.selector.matchLabels);
+  });
+
+  it('has no PodDisruptionBudget for a single replica (it would block every drain)', async () => {
+    const objects = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { webhook: { replicas: 1 } } });
+    expect(objects.filter((o) => o.kind === 'PodDisruptionBudget')).toEqual([]);
+  });
+
+  it('grants exactly the least-privilege RBAC of auto mode with api RBAC', async () => {
+    const objects = await render(helm, { release: 'jh', namespace: 'jobharvest' });
+    expect(rulesOf(one<V1ClusterRole>(objects, 'ClusterRole', 'jh-jobharvest'))).toEqual([
+      { apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] },
+      { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: ['jh-jobharvest'], verbs: ['get', 'update', 'patch'] },
+      { apiGroups: ['rbac.authorization.k8s.io'], resources: ['rolebindings'], verbs: ['get', 'list', 'watch', 'create', 'update', 'delete'] },
+      { apiGroups: ['rbac.authorization.k8s.io'], resources: ['clusterroles'], resourceNames: ['jh-jobharvest-log-reader'], verbs: ['bind'] },
+    ]);
+    expect(rulesOf(one<V1Role>(objects, 'Role', 'jh-jobharvest'))).toEqual([
+      { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
+      { apiGroups: [''], resources: ['secrets'], resourceNames: ['jh-jobharvest-tls'], verbs: ['get', 'update', 'patch'] },
+    ]);
+    expect(rulesOf(one<V1ClusterRole>(objects, 'ClusterRole', 'jh-jobharvest-log-reader'))).toEqual([
+      { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
+      { apiGroups: [''], resources: ['pods/log'], verbs: ['get'] },
+    ]);
+  });
+
+  it('drops the certificate and RoleBinding rights when they are not used', async () => {
+    const objects = await render(helm, {
+      release: 'jh',
+      namespace: 'jobharvest',
+      values: { webhook: { apiRbac: false }, certificates: { mode: 'provided', provided: { secretName: 'my-tls', caBundle: 'Y2E=' } } },
+    });
+    expect(rulesOf(one<V1ClusterRole>(objects, 'ClusterRole', 'jh-jobharvest'))).toEqual([
+      { apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] },
+    ]);
+    expect(objects.filter((o) => o.kind === 'Role' || o.kind === 'RoleBinding')).toEqual([]);
+    expect(argsOf(objects)).toContain('--no-api-rbac');
+    expect(argsOf(objects).some((a) => a.startsWith('--log-reader-clusterrole'))).toBe(false);
+  });
+
+  it('comments every RBAC rule with its reason', () => {
+    const source = readFileSync(`${CHART_DIR}/templates/rbac.yaml`, 'utf8').split('\n');
+    const ruleLines = source.map((line, i) => ({ line, i })).filter(({ line }) => /^\s*- apiGroups:/.test(line));
+    expect(ruleLines.length).toBeGreaterThanOrEqual(7);
+    for (const { i } of ruleLines) {
+      let j = i - 1;
+      while (j >= 0 && /^\s*\{\{-.*\}\}\s*$/.test(source[j]!)) j--;
+      expect(source[j], `rule at rbac.yaml:${i + 1}`).toMatch(/^\s*#/);
+    }
+  });
+
+  it('wires cert-manager: Certificate for the Service names, CA injection, mounted files', async () => {
+    const objects = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { certificates: { mode: 'cert-manager' } } });
+    const { mwc, hook } = webhookOf(objects);
+    expect(mwc.metadata?.annotations?.['cert-manager.io/inject-ca-from']).toBe('jobharvest/jh-jobharvest');
+    expect(hook.clientConfig.caBundle).toBeUndefined();
+    const cert = one<{ spec: { secretName: string; dnsNames: string[]; issuerRef: { kind: string; name: string } } }>(objects, 'Certificate', 'jh-jobharvest');
+    expect(cert.spec.dnsNames).toEqual([
+      'jh-jobharvest',
+      'jh-jobharvest.jobharvest',
+      'jh-jobharvest.jobharvest.svc',
+      'jh-jobharvest.jobharvest.svc.cluster.local',
+    ]);
+    const issuer = one(objects, 'Issuer');
+    expect(cert.spec.issuerRef).toEqual({ kind: 'Issuer', name: issuer.metadata.name });
+    const pod = one<V1Deployment>(objects, 'Deployment').spec!.template.spec!;
+    expect(pod.volumes?.find((v) => v.name === 'tls')?.secret?.secretName).toBe(cert.spec.secretName);
+    expect(argsOf(objects)).toEqual(expect.arrayContaining(['--cert-mode=cert-manager', '--tls-cert=/etc/jobharvest/tls/tls.crt', '--tls-key=/etc/jobharvest/tls/tls.key']));
+    // No Secret or webhook-configuration rights: cert-manager writes both.
+    expect(objects.filter((o) => o.kind === 'Role')).toEqual([]);
+    const withIssuer = await render(helm, {
+      release: 'jh',
+      namespace: 'jobharvest',
+      values: { certificates: { mode: 'cert-manager', certManager: { issuerRef: { kind: 'ClusterIssuer', name: 'corp-ca' } } } },
+    });
+    expect(withIssuer.filter((o) => o.kind === 'Issuer')).toEqual([]);
+    expect(one<{ spec: { issuerRef: object } }>(withIssuer, 'Certificate').spec.issuerRef).toEqual({ kind: 'ClusterIssuer', name: 'corp-ca' });
+  });
+});
+
+describe('the API server accepts the rendered chart', () => {
+  const caBundle = Buffer.from(cluster.info.caPem).toString('base64');
+  it.each<[string, object]>([
+    ['auto certificates (defaults)', {}],
+    ['cert-manager certificates', { certificates: { mode: 'cert-manager' } }],
+    ['provided certificates', { certificates: { mode: 'provided', provided: { secretName: 'webhook-tls', caBundle } } }],
+    ['label-based opt-in without api RBAC', { namespaceSelection: 'label', webhook: { apiRbac: false, replicas: 3 } }],
+    ['every configuration value set', fullValues],
+  ])('creates every object of %s', async (name, values) => {
+    const release = `jh-${suffix()}`;
+    const namespace = `chart-${suffix()}`;
+    await createNamespace(namespace);
+    const objects = await render(helm, { release, namespace, values });
+    const skipped = await apply(objects);
+    if (name.startsWith('cert-manager')) {
+      // No cert-manager CRDs in the test cluster: its Issuer and Certificate are checked as rendered above.
+      expect(skipped.map((o) => o.kind).sort()).toEqual(['Certificate', 'Issuer']);
+    } else {
+      expect(skipped).toEqual([]);
+    }
+    // What the API server stored, defaults included, still has the properties that matter.
+    const stored = await cluster.admission.readMutatingWebhookConfiguration({ name: `${release}-jobharvest` });
+    const hook = stored.webhooks![0]!;
+    expect(hook).toMatchObject({
+      name: 'jobs.jobharvest.io',
+      sideEffects: 'NoneOnDryRun',
+      reinvocationPolicy: 'IfNeeded',
+      matchPolicy: 'Equivalent',
+      failurePolicy: 'Ignore',
+      admissionReviewVersions: ['v1'],
+    });
+    expect(hook.timeoutSeconds).toBeLessThanOrEqual(10);
+    expect(excludedNames(hook)).toContain(namespace);
+    const dep = await cluster.kc.makeApiClient(AppsV1Api).readNamespacedDeployment({ name: `${release}-jobharvest`, namespace });
+    expect(dep.spec?.template.spec?.serviceAccountName).toBe(`${release}-jobharvest`);
+  });
+});
+
+describe('the API server calls the webhook only where the selector allows', () => {
+  /** A dry-run Job create; with failurePolicy Fail and no webhook pod, a call shows up as a refusal. */
+  async function jobCreate(namespace: string): Promise<'admitted' | string> {
+    try {
+      await cluster.batch.createNamespacedJob({
+        namespace,
+        dryRun: 'All',
+        body: {
+          metadata: { name: 'probe' },
+          spec: { template: { spec: { restartPolicy: 'Never', containers: [{ name: 'main', image: 'registry.invalid/main:1' }] } } },
+        },
+      });
+      return 'admitted';
+    } catch (err) {
+      return String((err as { body?: string }).body ?? (err as Error).message);
+    }
+  }
+
+  it.each<[string, 'annotation' | 'label']>([
+    ['annotation selection', 'annotation'],
+    ['label selection', 'label'],
+  ])('with %s', async (_name, selection) => {
+    const release = `jh-${suffix()}`;
+    const namespace = `chart-${suffix()}`;
+    const plain = `plain-${suffix()}`;
+    const labelled = `enabled-${suffix()}`;
+    const disabled = `disabled-${suffix()}`;
+    const excluded = `excluded-${suffix()}`;
+    await createNamespace(namespace);
+    await createNamespace(plain);
+    await createNamespace(labelled, { 'jobharvest.io/inject': 'enabled' });
+    await createNamespace(disabled, { 'jobharvest.io/inject': 'disabled' });
+    await createNamespace(excluded);
+    const objects = await render(helm, {
+      release,
+      namespace,
+      values: { namespaceSelection: selection, excludedNamespaces: [excluded], webhook: { failurePolicy: 'Fail', timeoutSeconds: 2 } },
+    });
+    // Only the webhook configuration is needed: without a running pod every call fails.
+    await apply([one(objects, 'MutatingWebhookConfiguration')]);
+    const mwcName = `${release}-jobharvest`;
+    try {
+      const called = (result: string): boolean => result !== 'admitted' && result.includes('jobs.jobharvest.io');
+      // The configuration takes effect once the API server's informer has it.
+      const deadline = Date.now() + 30_000;
+      while (!called(await jobCreate(labelled))) {
+        if (Date.now() > deadline) throw new Error('the API server never called the webhook for a labelled namespace');
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      expect(called(await jobCreate(plain))).toBe(selection === 'annotation');
+      expect(await jobCreate(disabled)).toBe('admitted');
+      expect(await jobCreate(excluded)).toBe('admitted');
+      expect(await jobCreate(namespace)).toBe('admitted');
+    } finally {
+      await cluster.admission.deleteMutatingWebhookConfiguration({ name: mwcName });
+    }
+  });
+});
