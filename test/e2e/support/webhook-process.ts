@@ -1,0 +1,96 @@
+/**
+ * Starts the webhook the way a developer runs it out of cluster — the real CLI,
+ * `jobharvest webhook`, as its own process against the test cluster's
+ * kubeconfig — and stops it. Each process logs to the cluster's log folder, so a
+ * failing run keeps what the webhook said.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream } from 'node:fs';
+import { request } from 'node:https';
+import { join } from 'node:path';
+import type { TLSSocket } from 'node:tls';
+import { freePort } from '../../cluster/ports.ts';
+import { waitFor } from '../../cluster/wait.ts';
+import type { ClusterInfo } from '../../cluster/harness.ts';
+
+const ROOT = new URL('../../../', import.meta.url).pathname;
+
+export interface WebhookProcess {
+  port: number;
+  url: string;
+  child: ChildProcess;
+  logPath: string;
+  /** SIGTERM and wait for exit. */
+  stop(): Promise<void>;
+  exited(): boolean;
+}
+
+export interface StartOptions {
+  name: string;
+  /** Extra CLI flags, e.g. ['--cert-mode', 'auto', ...]. Without --cert-mode, a URL webhook is registered. */
+  args?: string[];
+  /** Register a URL-based MutatingWebhookConfiguration named `name` pointing at this process. */
+  register?: boolean;
+  failurePolicy?: 'Ignore' | 'Fail';
+  port?: number;
+  waitReady?: boolean;
+}
+
+export async function startWebhook(info: ClusterInfo, o: StartOptions): Promise<WebhookProcess> {
+  const port = o.port ?? (await freePort());
+  const url = `https://127.0.0.1:${port}/mutate`;
+  const args = [
+    join(ROOT, 'src/cli/main.ts'),
+    'webhook',
+    '--kubeconfig',
+    info.kubeconfigPath,
+    '--host',
+    '127.0.0.1',
+    '--port',
+    String(port),
+    ...(o.register === false ? [] : ['--webhook-url', url, '--webhook-config-name', o.name, '--failure-policy', o.failurePolicy ?? 'Ignore']),
+    ...(o.args ?? []),
+  ];
+  const logPath = join(info.logsDir, `webhook-${o.name}-${port}.log`);
+  const log = createWriteStream(logPath, { flags: 'a' });
+  const child = spawn(join(ROOT, 'node_modules/.bin/tsx'), args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LOG_LEVEL: 'info' } });
+  child.stdout!.pipe(log);
+  child.stderr!.pipe(log);
+  let exitCode: number | null | undefined;
+  child.once('exit', (code, signal) => (exitCode = code ?? (signal ? -1 : 0)));
+  const proc: WebhookProcess = {
+    port,
+    url,
+    child,
+    logPath,
+    exited: () => exitCode !== undefined,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (exitCode !== undefined) return resolve();
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+        setTimeout(() => child.kill('SIGKILL'), 5000).unref();
+      }),
+  };
+  if (o.waitReady !== false) {
+    await waitFor(`webhook ${o.name} ready on ${port}`, async () => ((await get(port, '/readyz')).status === 200 ? true : undefined), {
+      timeoutMs: 60_000,
+      abortIf: () => (exitCode !== undefined ? `the webhook exited with ${exitCode}; see ${logPath}` : undefined),
+    });
+  }
+  return proc;
+}
+
+/** GET over TLS without verifying: for probes and for reading the served certificate. */
+export function get(port: number, path: string): Promise<{ status: number; body: string; certFingerprint: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path, method: 'GET', rejectUnauthorized: false, agent: false }, (res) => {
+      const cert = (res.socket as TLSSocket).getPeerCertificate();
+      let body = '';
+      res.on('data', (c) => (body += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body, certFingerprint: cert?.fingerprint256 ?? '' }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
