@@ -1,12 +1,16 @@
 // Program otelcol is a minimal OpenTelemetry Collector for the integration
 // tests: it receives OTLP/HTTP (protobuf and JSON) and forwards logs as OTLP
-// protobuf to VictoriaLogs, which only ingests protobuf. It is the layout the
+// protobuf to VictoriaLogs, which only ingests protobuf. It also receives the
+// Fluentd forward protocol (acknowledging a chunk only once the pipeline took
+// it) and can write logs to a file, for the forward sink's tests. It is the layout the
 // collector's own builder generates, trimmed to the components the tests use.
 package main
 
 import (
 	"os"
 
+	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/fileexporter"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/receiver/fluentforwardreceiver"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/provider/envprovider"
@@ -29,10 +33,10 @@ func components() (otelcol.Factories, error) {
 	if factories.Extensions, err = otelcol.MakeFactoryMap[extension.Factory](); err != nil {
 		return otelcol.Factories{}, err
 	}
-	if factories.Receivers, err = otelcol.MakeFactoryMap[receiver.Factory](otlpreceiver.NewFactory()); err != nil {
+	if factories.Receivers, err = otelcol.MakeFactoryMap[receiver.Factory](otlpreceiver.NewFactory(), fluentforwardreceiver.NewFactory()); err != nil {
 		return otelcol.Factories{}, err
 	}
-	if factories.Exporters, err = otelcol.MakeFactoryMap[exporter.Factory](otlphttpexporter.NewFactory()); err != nil {
+	if factories.Exporters, err = otelcol.MakeFactoryMap[exporter.Factory](otlphttpexporter.NewFactory(), fileexporter.NewFactory()); err != nil {
 		return otelcol.Factories{}, err
 	}
 	if factories.Processors, err = otelcol.MakeFactoryMap[processor.Factory](); err != nil {
