@@ -25,4 +25,13 @@ await build({
   chunkNames: 'chunks/[name]-[hash]',
   banner: { js: '#!/usr/bin/env node\n' + common.banner.js },
 });
-await build({ ...common, entryPoints: { sidecar: 'sidecar/main.ts' }, outdir: 'dist', outExtension: { '.js': '.mjs' }, splitting: false });
+// The sidecar splits too: each sink (the OTLP encoder above all) and the
+// metrics client are chunks that load only when the pod's settings pick them.
+await build({
+  ...common,
+  entryPoints: { sidecar: 'sidecar/main.ts' },
+  outdir: 'dist',
+  outExtension: { '.js': '.mjs' },
+  splitting: true,
+  chunkNames: 'sidecar-chunks/[name]-[hash]',
+});

@@ -44,7 +44,8 @@ export function interpretBulk(body: Buffer, records: readonly LogRecord[], retry
   } catch {
     return { kind: 'retry', reason: `unreadable _bulk answer: ${body.subarray(0, 100).toString('utf8')}` };
   }
-  if (parsed.errors === false) return { kind: 'ok' };
+  // A 2xx whose answer does not claim item errors is success, whatever else it holds.
+  if (parsed.errors !== true) return { kind: 'ok' };
   const items = parsed.items ?? [];
   if (items.length !== records.length) {
     return { kind: 'retry', reason: `_bulk answered ${items.length} items for ${records.length} records` };

@@ -10,4 +10,6 @@ export const SINK_MODULES: Partial<Record<SinkType, () => Promise<SinkModule>>> 
   elasticsearch: () => import('./elasticsearch.ts'),
   otlp: () => import('./otlp.ts'),
   stdout: () => import('./stdout.ts'),
+  syslog: () => import('./syslog.ts'),
+  forward: () => import('./forward.ts'),
 };

@@ -141,6 +141,7 @@ describe('elasticsearch encoding', () => {
 
   it('reads per-item results: 409 is stored, 429/5xx retried, other failures dead-lettered', () => {
     expect(interpretBulk(Buffer.from('{"took":3,"errors":false,"items":[]}'), records)).toEqual({ kind: 'ok' });
+    expect(interpretBulk(Buffer.from('{"errors":true,"items":[]}'), records).kind).toBe('retry');
     const body = JSON.stringify({
       errors: true,
       items: [{ create: { status: 409, error: { type: 'version_conflict_engine_exception' } } }, { create: { status: 429, error: { type: 'es_rejected_execution_exception' } } }, { create: { status: 400, error: { type: 'mapper_parsing_exception', reason: 'bad field' } } }],
