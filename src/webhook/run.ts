@@ -29,7 +29,7 @@ export interface WebhookFlags {
   logReaderClusterrole: string;
   apiRbac: boolean;
   certIntervalSeconds?: string;
-  caBundleIntervalSeconds?: string;
+  cabundleIntervalSeconds?: string;
 }
 
 const list = (s: string | undefined) => (s ? s.split(',').map((x) => x.trim()).filter(Boolean) : []);
@@ -81,7 +81,7 @@ export async function runWebhook(flags: WebhookFlags): Promise<void> {
       tlsCertFile: flags.tlsCert,
       tlsKeyFile: flags.tlsKey,
       ...(seconds('cert-interval-seconds', flags.certIntervalSeconds) ? { certIntervalMs: seconds('cert-interval-seconds', flags.certIntervalSeconds)! } : {}),
-      ...(seconds('cabundle-interval-seconds', flags.caBundleIntervalSeconds) ? { caBundleIntervalMs: seconds('cabundle-interval-seconds', flags.caBundleIntervalSeconds)! } : {}),
+      ...(seconds('cabundle-interval-seconds', flags.cabundleIntervalSeconds) ? { caBundleIntervalMs: seconds('cabundle-interval-seconds', flags.cabundleIntervalSeconds)! } : {}),
       log: early,
       onCertExpiry: (s) => metrics.certExpiry.set(s),
       onCaBundle: (ok) => metrics.caBundleMismatch.set(ok ? 0 : 1),
