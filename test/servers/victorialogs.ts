@@ -148,7 +148,7 @@ export class VictoriaLogs {
     if (limit !== undefined) body.set('limit', String(limit));
     const res = await fetch(`${this.url}/select/logsql/query`, { method: 'POST', body });
     const text = await res.text();
-    if (!res.ok) throw new Error(`LogsQL ${JSON.stringify(logsql)}: HTTP ${res.status} ${text}`);
+    if (!res.ok) throw new Error(`LogsQL ${JSON.stringify(logsql.slice(0, 300))}: HTTP ${res.status} ${text.slice(0, 500)}`);
     return text
       .split('\n')
       .filter((l) => l.length > 0)

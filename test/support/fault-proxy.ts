@@ -121,9 +121,11 @@ export class FaultProxy {
     if (!this.listening) return;
     this.listening = false;
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
-    // Let requests already being handled finish, then drop every connection:
+    // Let requests already being handled finish (a bounded wait: a client that
+    // stalls mid-body must not hang the proxy), then drop every connection:
     // keep-alive sockets would otherwise keep working while "down".
-    while (this.inFlight > 0) await new Promise((r) => setTimeout(r, 10));
+    const deadline = Date.now() + 5000;
+    while (this.inFlight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
     for (const s of this.sockets) s.destroy();
     await closed;
   }

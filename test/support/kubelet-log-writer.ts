@@ -164,20 +164,21 @@ export class ContainerLogWriter {
    * Writes what the container printed on a stream. Each `\n`-separated line
    * becomes one logical line, split into P/F fragments at the runtime's limit.
    * A trailing newline is implied, as the runtime only frames complete lines.
+   * Returns the CRI timestamp of the last line written.
    */
-  write(stream: Stream, text: string | Buffer): void {
+  write(stream: Stream, text: string | Buffer): string {
     const buf = typeof text === 'string' ? Buffer.from(text, 'utf8') : text;
     let start = 0;
     for (;;) {
       const nl = buf.indexOf(0x0a, start);
       const end = nl === -1 ? buf.length : nl;
-      this.writeLine(stream, buf.subarray(start, end));
-      if (nl === -1) break;
+      const ts = this.writeLine(stream, buf.subarray(start, end));
+      if (nl === -1) return ts;
       start = nl + 1;
     }
   }
 
-  private writeLine(stream: Stream, msg: Buffer): void {
+  private writeLine(stream: Stream, msg: Buffer): string {
     const ts = this.timestamp();
     let off = 0;
     do {
@@ -191,6 +192,7 @@ export class ContainerLogWriter {
     this.counts.lines++;
     this.perStream[stream]++;
     this.counts.messageBytes += msg.length;
+    return ts;
   }
 
   private append(b: Buffer): void {

@@ -1,0 +1,139 @@
+// `npm run bench:sidecar`: ships a pre-written CRI log of at least 1 GiB
+// through the bundled sidecar to a local receiver that only counts, then has
+// rsyslog (imfile → omfwd TCP) do the same with the same file, as the peer.
+// Both senders are pinned to one core (taskset -c 0) when taskset exists; the
+// receivers run in this process, pinned to the other core.
+//
+// Not a test: it prints figures, and its last line is
+//   MiBps=<x> peak_rss_MiB=<y> startup_ms=<z> peer_MiBps=<w>
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ensureRsyslog, rsyslogVersion } from '../../test/servers/rsyslog.ts';
+import { CountingHttpReceiver, CountingTcpReceiver } from '../../test/support/counting-receiver.ts';
+import { SidecarProcess, ensureSidecarBundle, summaryNumber } from '../../test/support/sidecar.ts';
+import { ensureCorpus } from './corpus.ts';
+import { Sampler } from './procstat.ts';
+import { startRsyslogPeer } from './rsyslog-peer.ts';
+
+const MiB = 2 ** 20;
+const MIN_BYTES = Number(process.env.BENCH_SIDECAR_BYTES ?? 2 ** 30);
+const LINE_BYTES = 200;
+const TIMEOUT_MS = 15 * 60_000;
+
+const log = (m: string) => console.log(`[bench] ${m}`);
+const fmt = (n: number, d = 1) => n.toFixed(d);
+
+const hasTaskset = spawnSync('taskset', ['-V']).status === 0;
+const oneCore = hasTaskset && cpus().length > 1;
+const SENDER_CPUS = oneCore ? '0' : undefined;
+if (oneCore) {
+  // Keep the receivers off the senders' core.
+  spawnSync('taskset', ['-pc', '1', String(process.pid)], { stdio: 'ignore' });
+}
+
+interface Row {
+  name: string;
+  seconds: number;
+  MiBps: number;
+  linesPerSec: number;
+  cpuSeconds: number;
+  peakRssMiB: number;
+  startupMs: number;
+}
+
+function row(name: string, bytes: number, lines: number, startedAt: number, firstAt: number | undefined, doneAt: number, s: { cpuSeconds: number; peakRssMiB: number }): Row {
+  const seconds = (doneAt - startedAt) / 1000;
+  return {
+    name,
+    seconds,
+    MiBps: bytes / MiB / seconds,
+    linesPerSec: lines / seconds,
+    cpuSeconds: s.cpuSeconds,
+    peakRssMiB: s.peakRssMiB,
+    startupMs: firstAt === undefined ? NaN : firstAt - startedAt,
+  };
+}
+
+async function benchSidecar(corpus: ReturnType<typeof ensureCorpus>): Promise<Row> {
+  const receiver = await CountingHttpReceiver.start();
+  const state = mkdtempSync(join(tmpdir(), 'jh-bench-state-'));
+  try {
+    const sidecar = SidecarProcess.start({
+      identity: corpus.identity,
+      logDir: corpus.podDir,
+      stateDir: state,
+      sink: 'http',
+      endpoint: `${receiver.url}/ingest`,
+      cpus: SENDER_CPUS,
+    });
+    const sampler = new Sampler(sidecar.pid);
+    try {
+      await Promise.race([
+        receiver.waitForLines(corpus.lines, TIMEOUT_MS),
+        sidecar.exited().then((e) => Promise.reject(new Error(`sidecar exited early (${e.code ?? e.signal}):\n${sidecar.tail()}`))),
+      ]);
+    } catch (err) {
+      sampler.stop();
+      await sidecar.kill();
+      throw err;
+    }
+    const doneAt = receiver.stats.lastRequestAt ?? Date.now();
+    const usage = sampler.poll();
+    const exit = await sidecar.stop();
+    const final = sampler.stop();
+    if (exit.code !== 0) log(`sidecar exit ${exit.code ?? exit.signal}:\n${sidecar.tail()}`);
+    const shipped = summaryNumber(exit.summary, 'lines_shipped');
+    log(`sidecar: received ${receiver.stats.lines} of ${corpus.lines} lines in ${receiver.stats.requests} requests (${fmt(receiver.stats.wireBytes / MiB)} MiB on the wire); summary lines_shipped=${shipped}`);
+    return row('jobharvest sidecar', corpus.bytes, corpus.lines, sidecar.startedAt, receiver.stats.firstRequestAt, doneAt, { cpuSeconds: usage.cpuSeconds, peakRssMiB: final.peakRssMiB });
+  } finally {
+    await receiver.close();
+    rmSync(state, { recursive: true, force: true });
+  }
+}
+
+async function benchRsyslog(corpus: ReturnType<typeof ensureCorpus>): Promise<Row> {
+  const receiver = await CountingTcpReceiver.start();
+  const work = mkdtempSync(join(tmpdir(), 'jh-bench-rsyslog-'));
+  try {
+    const peer = startRsyslogPeer({ file: corpus.file, port: receiver.port, workDir: work, cpus: SENDER_CPUS });
+    const sampler = new Sampler(peer.pid);
+    let failure: unknown;
+    try {
+      await Promise.race([
+        receiver.waitForLines(corpus.lines, TIMEOUT_MS),
+        peer.exited().then((e) => Promise.reject(new Error(`rsyslogd exited early (${e.code ?? e.signal})`))),
+      ]);
+    } catch (err) {
+      failure = err;
+    }
+    const doneAt = receiver.stats.lastRequestAt ?? Date.now();
+    const usage = sampler.stop();
+    await peer.stop();
+    if (failure) throw failure;
+    log(`rsyslog: received ${receiver.stats.lines} of ${corpus.lines} lines on ${receiver.stats.requests} connection(s)`);
+    return row(`rsyslog ${rsyslogVersion()} (imfile -> omfwd tcp)`, corpus.bytes, corpus.lines, peer.startedAt, receiver.stats.firstRequestAt, doneAt, usage);
+  } finally {
+    await receiver.close();
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+const corpus = ensureCorpus(MIN_BYTES, LINE_BYTES, log);
+ensureSidecarBundle();
+ensureRsyslog(log);
+log(`corpus ${corpus.file}: ${corpus.lines} lines, ${fmt(corpus.bytes / MiB, 0)} MiB, ~${fmt(corpus.bytes / corpus.lines, 0)} B/line`);
+log(oneCore ? 'senders pinned to CPU 0, receivers to CPU 1' : 'taskset unavailable or one CPU: not pinned');
+
+const rows = [await benchSidecar(corpus), await benchRsyslog(corpus)];
+console.log('');
+console.log('sender                                   seconds   MiB/s     lines/s   cpu_s  peak_rss_MiB  startup_ms');
+for (const r of rows) {
+  console.log(
+    `${r.name.padEnd(40)} ${fmt(r.seconds, 2).padStart(7)} ${fmt(r.MiBps).padStart(7)} ${fmt(r.linesPerSec, 0).padStart(11)} ${fmt(r.cpuSeconds, 2).padStart(6)} ${fmt(r.peakRssMiB).padStart(13)} ${fmt(r.startupMs, 0).padStart(11)}`,
+  );
+}
+const [me, peer] = rows as [Row, Row];
+console.log(`ratio sidecar/rsyslog throughput: ${fmt(me.MiBps / peer.MiBps, 2)}x`);
+console.log(`MiBps=${fmt(me.MiBps)} peak_rss_MiB=${fmt(me.peakRssMiB)} startup_ms=${fmt(me.startupMs, 0)} peer_MiBps=${fmt(peer.MiBps)}`);

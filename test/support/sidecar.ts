@@ -1,0 +1,179 @@
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ENV, type EnvKey, type SinkType } from '../../src/contract/env.ts';
+import { exited, track } from './children.ts';
+
+/**
+ * Runs the sidecar as a black box: the bundled program (dist/sidecar.mjs, the
+ * file the image ships) under this Node, configured only through the env
+ * contract, observed only through its exit code, its stderr/stdout lines and
+ * what reaches the servers.
+ */
+
+const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const SIDECAR_BUNDLE = join(repo, 'dist', 'sidecar.mjs');
+
+function newestMtime(dir: string): number {
+  let newest = 0;
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) newest = Math.max(newest, newestMtime(p));
+    else if (e.name.endsWith('.ts')) newest = Math.max(newest, statSync(p).mtimeMs);
+  }
+  return newest;
+}
+
+let bundled = false;
+/** Bundles the sidecar when dist/ is missing or older than its sources (once per test process). */
+export function ensureSidecarBundle(): string {
+  if (bundled) return SIDECAR_BUNDLE;
+  const stale =
+    !existsSync(SIDECAR_BUNDLE) ||
+    statSync(SIDECAR_BUNDLE).mtimeMs < Math.max(newestMtime(join(repo, 'sidecar')), newestMtime(join(repo, 'src')));
+  if (stale) execFileSync(process.execPath, [join(repo, 'scripts', 'bundle.mjs')], { cwd: repo, stdio: 'inherit' });
+  bundled = true;
+  return SIDECAR_BUNDLE;
+}
+
+export interface PodIdentity {
+  namespace: string;
+  pod: string;
+  uid: string;
+  node?: string;
+  job?: string;
+}
+
+export interface SidecarOptions {
+  identity: PodIdentity;
+  /** The pod log directory (<root>/<ns>_<pod>_<uid>), as the node-mode mount shows it. */
+  logDir: string;
+  stateDir: string;
+  sink: SinkType;
+  endpoint?: string;
+  /** Any other contract settings. */
+  settings?: Partial<Record<EnvKey, string>>;
+  /** Pin the process to these CPUs with taskset (e.g. "0"). */
+  cpus?: string;
+}
+
+/** The sidecar's exit summary; the field names are the sidecar's. */
+export type Summary = Record<string, unknown>;
+
+export class SidecarProcess {
+  readonly stdout: string[] = [];
+  readonly stderr: string[] = [];
+  readonly startedAt = Date.now();
+  private constructor(readonly child: ChildProcess) {}
+
+  static start(opts: SidecarOptions): SidecarProcess {
+    const bundle = ensureSidecarBundle();
+    const set = (k: EnvKey, v: string | undefined) => {
+      if (v !== undefined) env[ENV[k].name] = v;
+    };
+    // Only what a pod would have: no inherited settings leak into the run.
+    const env: Record<string, string> = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp' };
+    set('POD_NAMESPACE', opts.identity.namespace);
+    set('POD_NAME', opts.identity.pod);
+    set('POD_UID', opts.identity.uid);
+    set('NODE_NAME', opts.identity.node);
+    set('JOB_NAME', opts.identity.job);
+    set('MODE', 'node');
+    set('LOG_DIR', opts.logDir);
+    set('STATE_DIR', opts.stateDir);
+    set('SINK', opts.sink);
+    set('ENDPOINT', opts.endpoint);
+    for (const [k, v] of Object.entries(opts.settings ?? {})) set(k as EnvKey, v);
+    const cmd = opts.cpus ? 'taskset' : process.execPath;
+    const args = opts.cpus ? ['-c', opts.cpus, process.execPath, bundle] : [bundle];
+    const child = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    track(child);
+    const p = new SidecarProcess(child);
+    lines(child.stdout, p.stdout);
+    lines(child.stderr, p.stderr);
+    return p;
+  }
+
+  get pid(): number {
+    return this.child.pid ?? -1;
+  }
+
+  /** SIGTERM, as the kubelet sends once the main containers exited; resolves at exit. */
+  async stop(timeoutMs = 60_000): Promise<{ code: number | null; signal: NodeJS.Signals | null; summary: Summary | undefined }> {
+    const done = exited(this.child);
+    this.child.kill('SIGTERM');
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), timeoutMs);
+    const r = await done;
+    clearTimeout(timer);
+    await new Promise((res) => setImmediate(res));
+    return { ...r, summary: this.summary() };
+  }
+
+  /** SIGKILL: no drain, no final checkpoint. */
+  async kill(): Promise<void> {
+    const done = exited(this.child);
+    this.child.kill('SIGKILL');
+    await done;
+  }
+
+  exited() {
+    return exited(this.child);
+  }
+
+  /** Parsed JSON lines the sidecar logged on stderr. */
+  logEntries(): Record<string, unknown>[] {
+    const out: Record<string, unknown>[] = [];
+    for (const l of this.stderr) {
+      if (!l.startsWith('{')) continue;
+      try {
+        out.push(JSON.parse(l) as Record<string, unknown>);
+      } catch {
+        // not one of its JSON lines
+      }
+    }
+    return out;
+  }
+
+  /** The one summary line printed at exit (its log message is `summary`). */
+  summary(): Summary | undefined {
+    return this.logEntries().findLast((e) => e.msg === 'summary');
+  }
+
+  /** Resolves once the sidecar logged a line with this message; rejects if it exits first. */
+  async waitForLog(msg: string, timeoutMs = 15_000): Promise<Record<string, unknown>> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const e = this.logEntries().find((x) => x.msg === msg);
+      if (e) return e;
+      if (this.child.exitCode !== null || this.child.signalCode !== null) throw new Error(`sidecar exited before logging '${msg}':\n${this.tail()}`);
+      if (Date.now() > deadline) throw new Error(`sidecar did not log '${msg}' within ${timeoutMs} ms:\n${this.tail()}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+
+  /** Diagnostics for a failed assertion. */
+  tail(n = 30): string {
+    return this.stderr.slice(-n).join('\n');
+  }
+}
+
+function lines(stream: NodeJS.ReadableStream | null, into: string[]): void {
+  if (!stream) return;
+  let rest = '';
+  stream.setEncoding('utf8');
+  stream.on('data', (chunk: string) => {
+    const parts = (rest + chunk).split('\n');
+    rest = parts.pop() ?? '';
+    for (const p of parts) into.push(p);
+  });
+  stream.on('end', () => {
+    if (rest) into.push(rest);
+  });
+}
+
+/** A counter from the summary line (`lines_shipped`, `retries`, `lines_dead_lettered`, `lines_unsent`...). */
+export function summaryNumber(s: Summary | undefined, key: string): number | undefined {
+  const v = s?.[key];
+  return typeof v === 'number' ? v : undefined;
+}
