@@ -26,7 +26,7 @@ const COUNTERS: ReadonlyArray<readonly [keyof Stats, string, string]> = [
 export async function startMetrics(port: number, stats: Stats, gauges: MetricsGauges): Promise<{ close(): Promise<void> }> {
   const mod = await import('prom-client');
   // CommonJS module: bundled, its exports arrive as the default export.
-  const prom = (mod as { default?: typeof mod }).default ?? mod;
+  const prom = ((mod as unknown as { default?: typeof mod }).default ?? mod) as typeof mod;
   const registry = new prom.Registry();
   for (const [field, name, help] of COUNTERS) {
     new prom.Counter({
