@@ -27,7 +27,7 @@ export function relpFrame(txnr: number, command: string, data?: Buffer): Buffer 
 
 /** Splits the receiver's byte stream into frames; throws on anything that is not RELP. */
 export class RelpParser {
-  private buf = Buffer.alloc(0);
+  private buf: Buffer = Buffer.alloc(0);
 
   push(chunk: Buffer): RelpFrame[] {
     this.buf = this.buf.length === 0 ? chunk : Buffer.concat([this.buf, chunk]);
