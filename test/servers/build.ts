@@ -1,6 +1,7 @@
 // `npm run servers:build`: builds or installs every real server the
 // integration tests and the benchmarks use. Idempotent: cached builds are
-// reused, installed packages are left alone.
+// reused, installed packages are left alone. `--go-only` skips the benchmark's
+// rsyslog (the integration tests need only the Go-built servers).
 import { OTELCOL, VICTORIA_LOGS, ensureGoProgram, pinnedVersion } from './go-build.ts';
 import { ensureRsyslog, rsyslogVersion } from './rsyslog.ts';
 
@@ -10,5 +11,7 @@ const vl = ensureGoProgram(VICTORIA_LOGS, log);
 log(`victoria-logs ${pinnedVersion(VICTORIA_LOGS, 'github.com/VictoriaMetrics/VictoriaLogs')}: ${vl}`);
 const oc = ensureGoProgram(OTELCOL, log);
 log(`otelcol ${pinnedVersion(OTELCOL, 'go.opentelemetry.io/collector/otelcol')}: ${oc}`);
-const rs = ensureRsyslog(log);
-log(`rsyslogd ${rsyslogVersion()}: ${rs}`);
+if (!process.argv.includes('--go-only')) {
+  const rs = ensureRsyslog(log);
+  log(`rsyslogd ${rsyslogVersion()}: ${rs}`);
+}
