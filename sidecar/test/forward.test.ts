@@ -238,7 +238,7 @@ describe('forward sink against a receiver', () => {
       fake = await fakeForward(
         (on) =>
           createTlsServer({ cert: pki.serverCert, key: pki.serverKey, ca: pki.caPem, requestCert: true, rejectUnauthorized: true }, (s: TLSSocket) => {
-            peer = s.getPeerCertificate().subject.CN;
+            peer = String(s.getPeerCertificate().subject.CN);
             on(s);
           }),
         { sharedKey: 'k' },
