@@ -4,6 +4,7 @@
 // rsyslog (the integration tests need only the Go-built servers).
 import { OTELCOL, VICTORIA_LOGS, ensureGoProgram, pinnedVersion } from './go-build.ts';
 import { ensureRsyslog, rsyslogVersion } from './rsyslog.ts';
+import { ensureRsyslogReceiver } from './rsyslog-receiver.ts';
 
 const log = (msg: string): void => console.log(`[servers] ${msg}`);
 
@@ -14,4 +15,7 @@ log(`otelcol ${pinnedVersion(OTELCOL, 'go.opentelemetry.io/collector/otelcol')}:
 if (!process.argv.includes('--go-only')) {
   const rs = ensureRsyslog(log);
   log(`rsyslogd ${rsyslogVersion()}: ${rs}`);
+  // The syslog sink's tests also need the TLS driver and the RELP input.
+  ensureRsyslogReceiver(log);
+  log('rsyslog TLS (gtls) and RELP modules: present');
 }

@@ -1,0 +1,248 @@
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync, type WriteStream } from 'node:fs';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { exited, terminate, track } from '../support/children.ts';
+import { freePort } from '../support/ports.ts';
+import { ensureRsyslog } from './rsyslog.ts';
+
+/** Debian packages holding the TLS (gtls) netstream driver and the RELP input. */
+const EXTRA_PACKAGES: ReadonlyArray<[string, string]> = [
+  ['rsyslog-gnutls', 'lmnsd_gtls.so'],
+  ['rsyslog-relp', 'imrelp.so'],
+];
+
+/** Where Debian puts rsyslog's loadable modules (the multiarch folder). */
+function moduleDir(): string {
+  return `/usr/lib/${process.arch === 'arm64' ? 'aarch64' : 'x86_64'}-linux-gnu/rsyslog`;
+}
+
+/**
+ * rsyslog plus its TLS driver and RELP input, from the distribution,
+ * installed only when missing (idempotent; needs root the first time).
+ */
+export function ensureRsyslogReceiver(log: (msg: string) => void = () => {}): string {
+  const bin = ensureRsyslog(log);
+  const missing = EXTRA_PACKAGES.filter(([, so]) => !existsSync(join(moduleDir(), so))).map(([pkg]) => pkg);
+  if (missing.length === 0) return bin;
+  if (process.getuid?.() !== 0) throw new Error(`rsyslog modules missing; install ${missing.join(' ')} (needs root)`);
+  log(`installing ${missing.join(', ')} from the distribution`);
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  const install = () => execFileSync('apt-get', ['install', '-y', '--no-install-recommends', ...missing], { stdio: 'inherit', env });
+  try {
+    install();
+  } catch {
+    // A fresh machine may have no package lists yet.
+    execFileSync('apt-get', ['update'], { stdio: 'inherit', env });
+    install();
+  }
+  for (const [pkg, so] of EXTRA_PACKAGES) if (!existsSync(join(moduleDir(), so))) throw new Error(`${pkg} installed but ${so} is still missing`);
+  return bin;
+}
+
+export type RsyslogInput =
+  | { kind: 'tcp' }
+  /** imtcp over TLS (gtls), requiring a client certificate signed by the CA. */
+  | { kind: 'tls'; caFile: string; certFile: string; keyFile: string }
+  | { kind: 'relp' };
+
+export interface RsyslogOptions {
+  input: RsyslogInput;
+  /** rsyslog's maxMessageSize, in bytes. */
+  maxMessageSize?: number;
+}
+
+/** One message as rsyslog parsed it (RFC 5424 fields), read back from its output file. */
+export interface ReceivedSyslog {
+  pri: number;
+  severity: number;
+  facility: number;
+  timestamp: string;
+  hostname: string;
+  app: string;
+  procid: string;
+  msgid: string;
+  /** The structured data, parsed: SD-ID -> param -> value. */
+  sd: Record<string, Record<string, string>>;
+  msg: string;
+}
+
+/** Parses RFC 5424 STRUCTURED-DATA text ("-" or [id k="v" ...]...). */
+export function parseStructuredData(text: string): Record<string, Record<string, string>> {
+  const out: Record<string, Record<string, string>> = {};
+  if (text === '-' || text === '') return out;
+  let i = 0;
+  while (i < text.length && text[i] === '[') {
+    i++;
+    let id = '';
+    while (text[i] !== ' ' && text[i] !== ']') id += text[i++];
+    const params: Record<string, string> = {};
+    while (text[i] === ' ') {
+      i++;
+      let name = '';
+      while (text[i] !== '=') name += text[i++];
+      i += 2; // ="
+      let value = '';
+      while (text[i] !== '"') {
+        if (text[i] === '\\' && ['"', '\\', ']'].includes(text[i + 1]!)) i++;
+        value += text[i++];
+      }
+      i++;
+      params[name] = value;
+    }
+    if (text[i] !== ']') throw new Error(`bad structured data at ${i}: ${text.slice(0, 200)}`);
+    i++;
+    out[id] = params;
+  }
+  return out;
+}
+
+/**
+ * A real rsyslogd (the distribution's), run in the foreground with its own
+ * configuration: one input (imtcp, imtcp over TLS, or imrelp) on 127.0.0.1
+ * and every message written as one JSON line to a file the test reads back.
+ * restart() stops it with SIGTERM and starts it again on the same port.
+ */
+export class RsyslogReceiver {
+  private child: ChildProcess | undefined;
+  private logStream: WriteStream | undefined;
+  readonly dir = mkdtempSync(join(tmpdir(), 'jh-rsyslog-'));
+  private constructor(
+    private readonly bin: string,
+    readonly port: number,
+    private readonly opts: RsyslogOptions,
+  ) {}
+
+  static async start(opts: RsyslogOptions): Promise<RsyslogReceiver> {
+    const r = new RsyslogReceiver(ensureRsyslogReceiver(), await freePort(), opts);
+    r.writeConfig();
+    await r.run();
+    return r;
+  }
+
+  get outFile(): string {
+    return join(this.dir, 'messages.jsonl');
+  }
+  get logFile(): string {
+    return join(this.dir, 'rsyslogd.log');
+  }
+  get endpoint(): string {
+    return `${this.opts.input.kind === 'tls' ? 'tls' : 'tcp'}://127.0.0.1:${this.port}`;
+  }
+
+  private writeConfig(): void {
+    const inp = this.opts.input;
+    const g = [`workDirectory="${this.dir}"`, `maxMessageSize="${this.opts.maxMessageSize ?? 65536}"`];
+    let input: string;
+    if (inp.kind === 'tls') {
+      g.push(`defaultNetstreamDriverCAFile="${inp.caFile}"`, `defaultNetstreamDriverCertFile="${inp.certFile}"`, `defaultNetstreamDriverKeyFile="${inp.keyFile}"`);
+      input = `module(load="imtcp" streamDriver.name="gtls" streamDriver.mode="1" streamDriver.authMode="x509/certvalid")\ninput(type="imtcp" port="${this.port}" address="127.0.0.1" ruleset="out")`;
+    } else if (inp.kind === 'relp') {
+      input = `module(load="imrelp")\ninput(type="imrelp" port="${this.port}" address="127.0.0.1" ruleset="out")`;
+    } else {
+      input = `module(load="imtcp")\ninput(type="imtcp" port="${this.port}" address="127.0.0.1" ruleset="out")`;
+    }
+    const props: Array<[string, string, string?]> = [
+      ['pri', 'pri'],
+      ['severity', 'syslogseverity'],
+      ['facility', 'syslogfacility'],
+      ['timestamp', 'timereported', 'rfc3339'],
+      ['hostname', 'hostname'],
+      ['app', 'app-name'],
+      ['procid', 'procid'],
+      ['msgid', 'msgid'],
+      ['sd', 'structured-data'],
+      ['msg', 'msg'],
+    ];
+    const template = props.map(([out, name, date]) => `  property(outname="${out}" name="${name}" format="jsonf"${date ? ` dateFormat="${date}"` : ''})`).join('\n');
+    writeFileSync(
+      join(this.dir, 'rsyslog.conf'),
+      [
+        `global(${g.join(' ')})`,
+        // Drain what was received before exiting on SIGTERM.
+        'main_queue(queue.timeoutShutdown="20000")',
+        input,
+        `template(name="json" type="list" option.jsonf="on") {\n${template}\n}`,
+        `ruleset(name="out") { action(type="omfile" file="${this.outFile}" template="json") }`,
+        '',
+      ].join('\n'),
+    );
+  }
+
+  private async run(): Promise<void> {
+    this.logStream ??= createWriteStream(this.logFile, { flags: 'a' });
+    const child = spawn(this.bin, ['-n', '-f', join(this.dir, 'rsyslog.conf'), '-i', join(this.dir, 'rsyslogd.pid')], { stdio: ['ignore', 'pipe', 'pipe'] });
+    track(child);
+    child.stdout?.pipe(this.logStream, { end: false });
+    child.stderr?.pipe(this.logStream, { end: false });
+    this.child = child;
+    const deadline = Date.now() + 20_000;
+    while (Date.now() < deadline) {
+      if (child.exitCode !== null) throw new Error(`rsyslogd exited during start-up:\n${this.logTail()}`);
+      if (await canConnect(this.port)) return;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error(`rsyslogd not listening after 20 s:\n${this.logTail()}`);
+  }
+
+  /** SIGTERM (rsyslog drains its queue and closes its connections), then the same config again. */
+  async restart(downMs = 0): Promise<void> {
+    if (this.child) {
+      const done = exited(this.child);
+      this.child.kill('SIGTERM');
+      await done;
+    }
+    if (downMs > 0) await new Promise((r) => setTimeout(r, downMs));
+    await this.run();
+  }
+
+  /** Every message written so far. */
+  received(): ReceivedSyslog[] {
+    if (!existsSync(this.outFile)) return [];
+    const out: ReceivedSyslog[] = [];
+    for (const line of readFileSync(this.outFile, 'utf8').split('\n')) {
+      if (line === '') continue;
+      const j = JSON.parse(line) as Record<string, string>;
+      out.push({
+        pri: Number(j.pri),
+        severity: Number(j.severity),
+        facility: Number(j.facility),
+        timestamp: j.timestamp!,
+        hostname: j.hostname!,
+        app: j.app!,
+        procid: j.procid!,
+        msgid: j.msgid!,
+        sd: parseStructuredData(j.sd!),
+        msg: j.msg!,
+      });
+    }
+    return out;
+  }
+
+  logTail(lines = 40): string {
+    try {
+      return readFileSync(this.logFile, 'utf8').split('\n').slice(-lines).join('\n');
+    } catch {
+      return '(no log)';
+    }
+  }
+
+  async dispose(): Promise<void> {
+    if (this.child) await terminate(this.child);
+    this.child = undefined;
+    this.logStream?.end();
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+function canConnect(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = connect(port, '127.0.0.1');
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once('error', () => resolve(false));
+  });
+}
