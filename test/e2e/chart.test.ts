@@ -7,6 +7,7 @@
 import { AppsV1Api, type V1ClusterRole, type V1Deployment, type V1MutatingWebhookConfiguration, type V1PolicyRule, type V1Role } from '@kubernetes/client-node';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SINKS } from '../../src/contract/env.ts';
@@ -216,6 +217,17 @@ describe('the rendered configuration file', () => {
   });
 });
 
+describe('the sink examples of docs/sinks.md', () => {
+  const examples = new URL('../../docs/examples/', import.meta.url);
+  it.each([...SINKS])('has a values file for %s that installs and configures that sink', async (sink) => {
+    const file = fileURLToPath(new URL(`${sink}.values.yaml`, examples));
+    const values = parseYaml(readFileSync(file, 'utf8')) as object;
+    const objects = await render(helm, { release: 'jh', namespace: 'jobharvest', values });
+    expect(configOf(objects).config.sink.type).toBe(sink);
+    expect(readFileSync(new URL('../../docs/sinks.md', import.meta.url), 'utf8')).toContain(`](examples/${sink}.values.yaml)`);
+  });
+});
+
 describe('the rendered objects', () => {
   it('has the MutatingWebhookConfiguration the issue asks for', async () => {
     const objects = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { excludedNamespaces: ['ci'] } });
@@ -304,13 +316,13 @@ describe('the rendered objects', () => {
     const objects = await render(helm, { release: 'jh', namespace: 'jobharvest' });
     expect(rulesOf(one<V1ClusterRole>(objects, 'ClusterRole', 'jh-jobharvest'))).toEqual([
       { apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] },
-      { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: ['jh-jobharvest'], verbs: ['get', 'update', 'patch'] },
-      { apiGroups: ['rbac.authorization.k8s.io'], resources: ['rolebindings'], verbs: ['get', 'list', 'watch', 'create', 'update', 'delete'] },
+      { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: ['jh-jobharvest'], verbs: ['get', 'update'] },
+      { apiGroups: ['rbac.authorization.k8s.io'], resources: ['rolebindings'], verbs: ['get', 'create', 'delete'] },
       { apiGroups: ['rbac.authorization.k8s.io'], resources: ['clusterroles'], resourceNames: ['jh-jobharvest-log-reader'], verbs: ['bind'] },
     ]);
     expect(rulesOf(one<V1Role>(objects, 'Role', 'jh-jobharvest'))).toEqual([
       { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
-      { apiGroups: [''], resources: ['secrets'], resourceNames: ['jh-jobharvest-tls'], verbs: ['get', 'update', 'patch'] },
+      { apiGroups: [''], resources: ['secrets'], resourceNames: ['jh-jobharvest-tls'], verbs: ['get', 'update'] },
     ]);
     expect(rulesOf(one<V1ClusterRole>(objects, 'ClusterRole', 'jh-jobharvest-log-reader'))).toEqual([
       { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
@@ -326,8 +338,11 @@ describe('the rendered objects', () => {
     });
     expect(rulesOf(one<V1ClusterRole>(objects, 'ClusterRole', 'jh-jobharvest'))).toEqual([
       { apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] },
+      // Read-only: readiness checks that the caBundle trusts the mounted certificate.
+      { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: ['jh-jobharvest'], verbs: ['get'] },
     ]);
     expect(objects.filter((o) => o.kind === 'Role' || o.kind === 'RoleBinding')).toEqual([]);
+    expect(argsOf(objects)).toContain('--webhook-config-name=jh-jobharvest');
     expect(argsOf(objects)).toContain('--no-api-rbac');
     expect(argsOf(objects).some((a) => a.startsWith('--log-reader-clusterrole'))).toBe(false);
   });
