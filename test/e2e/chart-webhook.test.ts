@@ -78,7 +78,8 @@ async function installAndRun(release: string, namespace: string, values: object,
   const sa = pod.serviceAccountName!;
   const token = await cluster.core.createNamespacedServiceAccountToken({ name: sa, namespace, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
   const kubeconfig = join(dir, 'kubeconfig');
-  await writeKubeconfig(kubeconfig, { server: cluster.info.server, caPem: cluster.info.caPem, user: `system:serviceaccount:${namespace}:${sa}`, token: token.status!.token });
+  if (!token.status?.token) throw new Error(`no token issued for ${sa}`);
+  await writeKubeconfig(kubeconfig, { server: cluster.info.server, caPem: cluster.info.caPem, user: `system:serviceaccount:${namespace}:${sa}`, token: token.status.token });
   if (tlsFiles) {
     await writeFile(join(dir, 'tls.crt'), tlsFiles.cert);
     await writeFile(join(dir, 'tls.key'), tlsFiles.key);
