@@ -116,6 +116,8 @@ export class ContainerLogWriter {
   /** Lines written per stream. */
   readonly perStream: Record<Stream, number> = { stdout: 0, stderr: 0 };
   rotations = 0;
+  /** Message bytes of P fragments waiting for their F. */
+  private partialBytes = 0;
   private fd: number | undefined;
   private size = 0;
   private lastNs = 0n;
@@ -185,14 +187,52 @@ export class ContainerLogWriter {
       // containerd cuts at a byte count, even inside a UTF-8 sequence.
       const chunk = msg.subarray(off, off + this.maxLine);
       off += chunk.length;
-      const tag = off < msg.length ? 'P' : 'F';
-      this.append(Buffer.concat([Buffer.from(`${ts} ${stream} ${tag} `), chunk, Buffer.from('\n')]));
-      this.counts.criLines++;
+      this.fragment(ts, stream, off < msg.length ? 'P' : 'F', chunk);
     } while (off < msg.length);
-    this.counts.lines++;
-    this.perStream[stream]++;
-    this.counts.messageBytes += msg.length;
     return ts;
+  }
+
+  private fragment(ts: string, stream: Stream, tag: 'P' | 'F', chunk: Buffer): void {
+    this.append(Buffer.concat([Buffer.from(`${ts} ${stream} ${tag} `), chunk, Buffer.from('\n')]));
+    this.counts.criLines++;
+    this.partialBytes += chunk.length;
+    if (tag === 'F') {
+      this.counts.lines++;
+      this.perStream[stream]++;
+      this.counts.messageBytes += this.partialBytes;
+      this.partialBytes = 0;
+    }
+  }
+
+  /**
+   * A sink for a container's raw output on one stream, as the runtime reads
+   * it from the pipe: arbitrary chunks, lines framed at each newline, a line
+   * that outgrows the limit flushed as P fragments before its end arrives,
+   * and an unterminated last line written as F at end().
+   */
+  pipe(stream: Stream): { write: (chunk: Buffer | string) => void; end: () => void } {
+    let pending = Buffer.alloc(0);
+    return {
+      write: (chunk) => {
+        pending = Buffer.concat([pending, typeof chunk === 'string' ? Buffer.from(chunk) : chunk]);
+        for (;;) {
+          const nl = pending.indexOf(0x0a);
+          if (nl !== -1 && nl <= this.maxLine) {
+            this.fragment(this.timestamp(), stream, 'F', pending.subarray(0, nl));
+            pending = pending.subarray(nl + 1);
+          } else if (pending.length > this.maxLine || (nl !== -1 && nl > this.maxLine)) {
+            this.fragment(this.timestamp(), stream, 'P', pending.subarray(0, this.maxLine));
+            pending = pending.subarray(this.maxLine);
+          } else {
+            break;
+          }
+        }
+      },
+      end: () => {
+        if (pending.length > 0) this.fragment(this.timestamp(), stream, 'F', pending);
+        pending = Buffer.alloc(0);
+      },
+    };
   }
 
   private append(b: Buffer): void {

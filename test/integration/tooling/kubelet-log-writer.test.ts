@@ -121,6 +121,27 @@ describe('kubelet log writer', () => {
     expect(readdirSync(dir)).toEqual(['1.log']);
   });
 
+  it('frames raw pipe output like the runtime: lines at newlines, P fragments for long lines, F for an unterminated end', () => {
+    root = mkdtempSync(join(tmpdir(), 'jh-klw-'));
+    const w = new PodLogWriter({ root, namespace: 'n', pod: 'p', uid: 'u', maxLineBytes: 10 });
+    const c = w.container('c');
+    const out = c.pipe('stdout');
+    for (const chunk of ['he', 'llo\nwor', 'ld\n', 'abcdefghijklmnopqrstuvwxyz', '\n', 'tail']) out.write(chunk);
+    out.end();
+    w.close();
+    const lines = criLines(readFileSync(join(w.podDir, 'c', '0.log'), 'utf8'));
+    expect(lines.map((l) => CRI.exec(l)?.slice(2))).toEqual([
+      ['stdout', 'F', 'hello'],
+      ['stdout', 'F', 'world'],
+      ['stdout', 'P', 'abcdefghij'],
+      ['stdout', 'P', 'klmnopqrst'],
+      ['stdout', 'F', 'uvwxyz'],
+      ['stdout', 'F', 'tail'],
+    ]);
+    expect(reassemble(lines).map((r) => r.text)).toEqual(['hello', 'world', 'abcdefghijklmnopqrstuvwxyz', 'tail']);
+    expect(c.counts).toMatchObject({ lines: 4, criLines: 6, messageBytes: 5 + 5 + 26 + 4 });
+  });
+
   it('buffers large writes without changing the bytes', () => {
     root = mkdtempSync(join(tmpdir(), 'jh-klw-'));
     const fixed = () => new Date(Date.parse('2025-01-01T00:00:00Z'));
