@@ -217,6 +217,21 @@ describe('the rendered configuration file', () => {
   });
 });
 
+describe('docs/configuration.md, section Chart values', () => {
+  // Maps whose entries are the user's own (labels, selectors, resources) count as one value.
+  const WHOLE = new Set(['resources', 'nodeSelector', 'affinity', 'podAnnotations', 'podLabels', 'annotations', 'issuerRef']);
+  const leaves = (o: Record<string, unknown>, prefix = ''): string[] =>
+    Object.entries(o).flatMap(([k, v]) =>
+      v !== null && typeof v === 'object' && !Array.isArray(v) && !WHOLE.has(k) ? leaves(v as Record<string, unknown>, `${prefix}${k}.`) : [`${prefix}${k}`],
+    );
+  const values = parseYaml(readFileSync(`${CHART_DIR}/values.yaml`, 'utf8')) as Record<string, unknown>;
+  const doc = readFileSync(new URL('../../docs/configuration.md', import.meta.url), 'utf8');
+  const section = doc.slice(doc.indexOf('## Chart values'), doc.indexOf('## Command line'));
+  it.each(leaves(values))('documents the value %s', (key) => {
+    expect(section).toContain(`\`${key}\``);
+  });
+});
+
 describe('the sink examples of docs/sinks.md', () => {
   const examples = new URL('../../docs/examples/', import.meta.url);
   it.each([...SINKS])('has a values file for %s that installs and configures that sink', async (sink) => {
