@@ -128,7 +128,10 @@ export class Connector<L extends { readonly alive: boolean; destroy(why: string)
   constructor(private readonly open: (signal: AbortSignal) => Promise<L>) {}
 
   get(signal: AbortSignal): Promise<L> {
-    if (this.last && !this.last.alive) this.current = undefined;
+    if (this.last && !this.last.alive) {
+      this.current = undefined;
+      this.last = undefined;
+    }
     if (!this.current) {
       const p = this.open(signal).then(
         (l) => {
