@@ -12,7 +12,7 @@ import { ENV } from '../../src/contract/env.ts';
 import { ConfigError } from '../config.ts';
 import { log } from '../log.ts';
 import { ackOf, buildPing, checkPong, FORWARD_MODES, ForwardEncoder, parseHelo, TagTemplate, unknownTagVariable, type Credentials, type ForwardMessage, type ForwardMode } from './forward-protocol.ts';
-import { Connector, Link, openStream, streamEndpoint, type StreamEndpoint } from './syslog-socket.ts';
+import { Connector, Link, openStream, streamEndpoint, untilAborted, type StreamEndpoint } from './syslog-socket.ts';
 import type { SendResult, Sink, SinkContext } from './types.ts';
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -164,10 +164,12 @@ export class ForwardClient {
     } catch (err) {
       return { kind: 'retry', reason: `forward ${this.ep.label}: ${(err as Error).message}` };
     }
-    const r = await session.deliver(messages, this.timeoutMs);
-    if (r.ok) return { kind: 'ok' };
-    log.debug('forward batch not acknowledged', { endpoint: this.ep.label, chunks: messages.map((m) => m.chunk), reason: r.reason });
-    return { kind: 'retry', reason: `forward ${this.ep.label}: ${r.reason}` };
+    const work = session.deliver(messages, this.timeoutMs).then((r): SendResult => {
+      if (r.ok) return { kind: 'ok' };
+      log.debug('forward batch not acknowledged', { endpoint: this.ep.label, chunks: messages.map((m) => m.chunk), reason: r.reason });
+      return { kind: 'retry', reason: `forward ${this.ep.label}: ${r.reason}` };
+    });
+    return untilAborted(signal, work, () => this.sessions.reset(session, 'drain deadline'));
   }
 
   async close(): Promise<void> {

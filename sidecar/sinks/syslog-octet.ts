@@ -7,7 +7,7 @@
 // duplicate). Bytes the receiver's kernel accepted but the receiver never
 // read, on a connection that stays up past the window, cannot be detected.
 import { sleep } from '../backoff.ts';
-import { Connector, Link, openStream, type StreamEndpoint } from './syslog-socket.ts';
+import { Connector, Link, openStream, untilAborted, type StreamEndpoint } from './syslog-socket.ts';
 import type { SendResult } from './types.ts';
 
 export interface SyslogTransport {
@@ -44,6 +44,10 @@ export class OctetCountingTransport implements SyslogTransport {
     } catch (err) {
       return { kind: 'retry', reason: `syslog ${this.ep.label}: ${(err as Error).message}` };
     }
+    return untilAborted(signal, this.deliver(link, messages), () => this.links.reset(link, 'drain deadline'));
+  }
+
+  private async deliver(link: Link, messages: readonly Buffer[]): Promise<SendResult> {
     const failed = await link.write(octetFrames(messages), this.timeoutMs);
     if (failed !== undefined) {
       this.links.reset(link, failed);

@@ -5,7 +5,7 @@
 //   frame = TXNR SP COMMAND SP DATALEN [SP DATA] LF
 // A batch's messages are pipelined; a broken connection fails every
 // unanswered message, and the delivery stage resends the batch.
-import { Connector, Link, openStream, type StreamEndpoint } from './syslog-socket.ts';
+import { Connector, Link, openStream, untilAborted, type StreamEndpoint } from './syslog-socket.ts';
 import type { SyslogTransport } from './syslog-octet.ts';
 import type { SendResult } from './types.ts';
 
@@ -185,8 +185,8 @@ export class RelpTransport implements SyslogTransport {
     } catch (err) {
       return { kind: 'retry', reason: `relp ${this.ep.label}: ${(err as Error).message}` };
     }
-    const r = await session.exchange('syslog', messages, this.timeoutMs);
-    return r.ok ? { kind: 'ok' } : { kind: 'retry', reason: `relp ${this.ep.label}: ${r.reason}` };
+    const work = session.exchange('syslog', messages, this.timeoutMs).then((r): SendResult => (r.ok ? { kind: 'ok' } : { kind: 'retry', reason: `relp ${this.ep.label}: ${r.reason}` }));
+    return untilAborted(signal, work, () => this.sessions.reset(session, 'drain deadline'));
   }
 
   async close(): Promise<void> {

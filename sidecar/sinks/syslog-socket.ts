@@ -164,3 +164,24 @@ export class Connector<L extends { readonly alive: boolean; destroy(why: string)
     return l;
   }
 }
+
+/**
+ * The drain deadline aborts delivery; a write or an ack wait must not hold the
+ * sidecar past it, so the result becomes a retry (the batch is then reported
+ * unsent) and onAbort tears the connection down.
+ */
+export function untilAborted<T extends { readonly kind: string }>(signal: AbortSignal, work: Promise<T>, onAbort: () => void): Promise<T | { kind: 'retry'; reason: string }> {
+  if (signal.aborted) {
+    onAbort();
+    return Promise.resolve({ kind: 'retry', reason: 'aborted at the drain deadline' });
+  }
+  let listener: (() => void) | undefined;
+  const aborted = new Promise<{ kind: 'retry'; reason: string }>((resolve) => {
+    listener = () => {
+      onAbort();
+      resolve({ kind: 'retry', reason: 'aborted at the drain deadline' });
+    };
+    signal.addEventListener('abort', listener, { once: true });
+  });
+  return Promise.race([work, aborted]).finally(() => signal.removeEventListener('abort', listener!));
+}

@@ -200,6 +200,19 @@ describe('forward sink against a receiver', () => {
     await sink.close!();
   });
 
+  it('gives up waiting for an ack at the drain deadline instead of holding the sidecar', async () => {
+    fake = await fakeForward((on) => createServer(on), { ack: () => false });
+    const sink = sinkFor(fake.port, {}, 'tcp', '127.0.0.1', { JOBHARVEST_REQUEST_TIMEOUT_MS: '60000' });
+    const ctl = new AbortController();
+    const started = Date.now();
+    const pending = sink.send(batch('g', 2), ctl.signal);
+    setTimeout(() => ctl.abort(new Error('drain deadline')), 200);
+    const r = await pending;
+    expect(r).toMatchObject({ kind: 'retry', reason: 'aborted at the drain deadline' });
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(fake.got).toHaveLength(1);
+  });
+
   it('passes the shared-key handshake before sending', async () => {
     fake = await fakeForward((on) => createServer(on), { sharedKey: 's3cret' });
     const sink = sinkFor(fake.port, { JOBHARVEST_SHARED_KEY: 's3cret' });
