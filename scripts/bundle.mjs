@@ -1,6 +1,7 @@
 // Bundles each entry point into one ESM file so the image needs no node_modules
 // and the sidecar starts without resolving hundreds of files.
 import { build } from 'esbuild';
+import { chmodSync } from 'node:fs';
 
 const common = {
   bundle: true,
@@ -35,3 +36,6 @@ await build({
   splitting: true,
   chunkNames: 'sidecar-chunks/[name]-[hash]',
 });
+
+// `npx jobharvest` runs the bin directly: it must be executable.
+chmodSync('dist/jobharvest.mjs', 0o755);

@@ -157,7 +157,7 @@ function tokenVolume(): Volume {
 const fieldRef = (fieldPath: string): Obj => ({ valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath } } });
 const secretRef = (name: string, key: string): Obj => ({ valueFrom: { secretKeyRef: { name, key, optional: true } } });
 
-function sidecarEnv(s: Settings, mode: SourceMode, _config: Config): Obj[] {
+function sidecarEnv(s: Settings, mode: SourceMode, config: Config): Obj[] {
   const env: Obj[] = [
     { name: ENV.POD_NAME.name, ...fieldRef('metadata.name') },
     { name: ENV.POD_NAMESPACE.name, ...fieldRef('metadata.namespace') },
@@ -179,6 +179,8 @@ function sidecarEnv(s: Settings, mode: SourceMode, _config: Config): Obj[] {
     [ENV.FORWARD_TAG.name, s.sink === 'forward' ? s.forwardTag : undefined],
   ];
   for (const [name, value] of plain) if (value !== undefined) env.push({ name, value });
+  if (config.sink.headers) env.push({ name: ENV.HEADERS.name, value: config.sink.headers });
+  if (!config.sink.gzip) env.push({ name: ENV.GZIP.name, value: 'false' });
   if (s.tlsSecret) {
     env.push({ name: ENV.TLS_CA_FILE.name, value: `${NAMES.tlsMountPath}/ca.crt` });
     env.push({ name: ENV.TLS_CERT_FILE.name, value: `${NAMES.tlsMountPath}/tls.crt` });

@@ -6,7 +6,6 @@ import type { NamespaceMeta } from '../core/kube.ts';
 import { resolveSettings } from '../core/settings.ts';
 import { messageOf, statusOf } from './errors.ts';
 
-export const BINDING_NAME = 'jobharvest-log-reader';
 const MANAGED_BY = { 'app.kubernetes.io/managed-by': 'jobharvest' };
 
 export interface LogReaderRbacOptions {
@@ -31,6 +30,9 @@ export function namespaceUsesApiMode(ns: NamespaceMeta, config: Config): boolean
 }
 
 /**
+ * The RoleBinding is named after the ClusterRole it binds, so two releases
+ * (each with its own ClusterRole) never fight over one binding.
+ *
  * api mode reads pods/log through the API server with the pod's own service
  * account, so an opted-in namespace needs a RoleBinding of the log-reader
  * ClusterRole to its service accounts. The binding is namespaced: a sidecar can
@@ -71,7 +73,7 @@ export class LogReaderRbac {
     return {
       apiVersion: 'rbac.authorization.k8s.io/v1',
       kind: 'RoleBinding',
-      metadata: { name: BINDING_NAME, namespace, labels: { ...MANAGED_BY } },
+      metadata: { name: this.opts.clusterRole, namespace, labels: { ...MANAGED_BY } },
       roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: this.opts.clusterRole },
       subjects: [{ kind: 'Group', apiGroup: 'rbac.authorization.k8s.io', name: `system:serviceaccounts:${namespace}` }],
     };
@@ -79,10 +81,10 @@ export class LogReaderRbac {
 
   private async ensure(namespace: string): Promise<void> {
     try {
-      const cur = await this.rbac.readNamespacedRoleBinding({ name: BINDING_NAME, namespace });
+      const cur = await this.rbac.readNamespacedRoleBinding({ name: this.opts.clusterRole, namespace });
       if (cur.roleRef?.name === this.opts.clusterRole && cur.subjects?.[0]?.name === `system:serviceaccounts:${namespace}`) return;
       // roleRef is immutable: replace by delete + create.
-      await this.rbac.deleteNamespacedRoleBinding({ name: BINDING_NAME, namespace });
+      await this.rbac.deleteNamespacedRoleBinding({ name: this.opts.clusterRole, namespace });
     } catch (err) {
       if (statusOf(err) !== 404) throw err;
     }
@@ -96,10 +98,10 @@ export class LogReaderRbac {
 
   private async remove(namespace: string): Promise<void> {
     try {
-      const cur = await this.rbac.readNamespacedRoleBinding({ name: BINDING_NAME, namespace });
+      const cur = await this.rbac.readNamespacedRoleBinding({ name: this.opts.clusterRole, namespace });
       // Never delete a binding somebody else made under the same name.
       if (cur.metadata?.labels?.['app.kubernetes.io/managed-by'] !== 'jobharvest') return;
-      await this.rbac.deleteNamespacedRoleBinding({ name: BINDING_NAME, namespace });
+      await this.rbac.deleteNamespacedRoleBinding({ name: this.opts.clusterRole, namespace });
       this.opts.log('info', 'log-reader RoleBinding removed', { namespace });
     } catch (err) {
       if (statusOf(err) !== 404) throw err;

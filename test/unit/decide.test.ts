@@ -100,3 +100,14 @@ describe('parseServerVersion', () => {
     expect(parseServerVersion({})).toBeUndefined();
   });
 });
+
+describe('sink settings from the global configuration', () => {
+  it('passes extra headers and gzip off to the sidecar as plain env', () => {
+    const config = parseConfig({ sink: { type: 'http', endpoint: 'https://logs', headers: 'X-Team=a', gzip: false } });
+    const env = (mutateJob(job(), { config, namespace: optedIn('team-a') }).job.spec?.template?.spec?.initContainers?.[0]?.env ?? []) as Array<{ name: string; value?: string }>;
+    expect(env).toContainEqual({ name: 'JOBHARVEST_HEADERS', value: 'X-Team=a' });
+    expect(env).toContainEqual({ name: 'JOBHARVEST_GZIP', value: 'false' });
+    const defaults = (mutateJob(job(), { config: parseConfig({}), namespace: optedIn('team-a') }).job.spec?.template?.spec?.initContainers?.[0]?.env ?? []) as Array<{ name: string }>;
+    expect(defaults.map((e) => e.name)).not.toContain('JOBHARVEST_GZIP');
+  });
+});

@@ -1,3 +1,4 @@
+import type { Operation } from 'fast-json-patch';
 import type { ReviewDeps } from '../../src/core/admission.ts';
 import { defaultConfig, type Config } from '../../src/core/config.ts';
 import type { NamespaceMeta } from '../../src/core/kube.ts';
@@ -46,6 +47,6 @@ export function deps(over: Partial<ReviewDeps> & { config?: Config } = {}): Revi
   };
 }
 
-export function decodePatch(response: { patch?: string }): Array<{ op: string; path: string; value?: unknown }> {
+export function decodePatch(response: { patch?: string }): Operation[] {
   return response.patch ? JSON.parse(Buffer.from(response.patch, 'base64').toString('utf8')) : [];
 }

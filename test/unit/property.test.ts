@@ -15,7 +15,7 @@ function mutateAt(doc: unknown, path: string[], value: unknown): unknown {
   return base;
 }
 
-const paths = fc.constantFrom(
+const paths = fc.constantFrom<string[]>(
   ['request'],
   ['request', 'uid'],
   ['request', 'object'],
