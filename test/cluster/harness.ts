@@ -13,6 +13,7 @@ import { locateBinaries, type Versions } from './binaries.ts';
 import { httpCall } from './http.ts';
 import { writeKubeconfig } from './kubeconfig.ts';
 import { createPki } from './pki.ts';
+import { createKubeletClientCert } from './kubelet-client.ts';
 import { freePorts } from './ports.ts';
 import { describeExit, onRunnerExit, startProcess, startWatchdog, type ManagedProcess } from './process.ts';
 import { waitFor } from './wait.ts';
@@ -160,6 +161,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
   try {
     const [etcdClientPort, etcdPeerPort, apiPort, kcmPort] = (await freePorts(4)) as [number, number, number, number];
     const pki = await createPki(join(dir, 'certs'), SERVICE_IP);
+    const kubeletClient = await createKubeletClientCert(pki);
     const etcdUrl = `http://127.0.0.1:${etcdClientPort}`;
     const etcdPeerUrl = `http://127.0.0.1:${etcdPeerPort}`;
     const server = `https://127.0.0.1:${apiPort}`;
@@ -219,6 +221,13 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
       // Service's endpoint, which endpoint validation rejects as loopback.
       '--endpoint-reconciler-type=none',
       '--profiling=false',
+      // pods/log, exec and port-forward go to a kubelet (test/kubelet): the API
+      // server proves itself with a client certificate and checks the kubelet's
+      // serving certificate against the cluster CA, at the node's InternalIP.
+      `--kubelet-client-certificate=${kubeletClient.certPath}`,
+      `--kubelet-client-key=${kubeletClient.keyPath}`,
+      `--kubelet-certificate-authority=${pki.caCertPath}`,
+      '--kubelet-preferred-address-types=InternalIP',
       ...(opts.apiServerFlags ?? []),
     ]);
     await waitFor(
