@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EnvKey } from '../../src/contract/env.ts';
 import { writeTestPki, type TestPki } from '../../sidecar/test/syslog-fixtures.ts';
-import { RsyslogReceiver, type ReceivedSyslog, type RsyslogInput } from '../servers/rsyslog-receiver.ts';
+import { RsyslogReceiver, ensureRsyslogReceiver, type ReceivedSyslog, type RsyslogInput } from '../servers/rsyslog-receiver.ts';
 import { PodScenario, waitForCount } from '../support/pod-scenario.ts';
 import { summaryNumber } from '../support/sidecar.ts';
 
@@ -35,6 +35,8 @@ describe('syslog sink against a real rsyslog', () => {
   let dir: string;
   let pki: TestPki;
   beforeAll(async () => {
+    // A first run installs rsyslog and its TLS/RELP modules: under the hook timeout, not a test's.
+    ensureRsyslogReceiver((m) => console.log(`[rsyslog] ${m}`));
     dir = mkdtempSync(join(tmpdir(), 'jh-syslog-it-'));
     pki = await writeTestPki(dir);
   });
