@@ -15,20 +15,12 @@ async function main(argv: readonly string[]): Promise<void> {
     return;
   }
   if (argv.length > 0) fail(`unknown argument '${argv[0]}'; all settings come from the environment, see --help`);
-  let pipeline: Pipeline;
-  try {
-    const cfg = loadConfig(process.env);
-    log.setLevel(cfg.logLevel);
-    pipeline = new Pipeline(cfg);
-    await pipeline.start();
-  } catch (err) {
-    if (err instanceof ConfigError) fail(err.message);
-    fail(`start-up failed: ${(err as Error).message}`, 1);
-  }
-  const onSignal = (signal: NodeJS.Signals): void => {
-    log.info('signal received, draining', { signal });
-    // The kubelet kills us at the end of the grace period anyway; a second signal changes nothing.
-    pipeline.drain().then(
+  // The handler goes in before start-up: a SIGTERM that arrives while the
+  // sidecar is still starting must drain too, not kill it mid-way.
+  let pipeline: Pipeline | undefined;
+  let signalled = false;
+  const drainAndExit = (p: Pipeline): void => {
+    p.drain().then(
       (summary) => {
         log.info('summary', { ...summary });
         process.exit(0);
@@ -39,8 +31,26 @@ async function main(argv: readonly string[]): Promise<void> {
       },
     );
   };
+  const onSignal = (signal: NodeJS.Signals): void => {
+    // The kubelet kills us at the end of the grace period anyway; a second signal changes nothing.
+    if (signalled) return;
+    signalled = true;
+    log.info('signal received, draining', { signal });
+    if (pipeline) drainAndExit(pipeline);
+  };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+  try {
+    const cfg = loadConfig(process.env);
+    log.setLevel(cfg.logLevel);
+    const p = new Pipeline(cfg);
+    await p.start();
+    pipeline = p;
+  } catch (err) {
+    if (err instanceof ConfigError) fail(err.message);
+    fail(`start-up failed: ${(err as Error).message}`, 1);
+  }
+  if (signalled) drainAndExit(pipeline);
 }
 
 await main(process.argv.slice(2));

@@ -61,6 +61,7 @@ export class Pipeline {
   private http: HttpClient | undefined;
   private checkpointTimer: NodeJS.Timeout | undefined;
   private dirty = false;
+  private saving: Promise<void> | undefined;
   private metrics: { close(): Promise<void> } | undefined;
   private draining: Promise<Summary> | undefined;
 
@@ -89,9 +90,7 @@ export class Pipeline {
       stats: this.stats,
       checkpoint,
       emit: (records) => this.emit(records),
-      onProgress: () => {
-        this.dirty = true;
-      },
+      onProgress: () => this.markProgress(),
     });
     if (cfg.metricsPort > 0) {
       this.metrics = await startMetrics(cfg.metricsPort, this.stats, { inFlight: () => this.delivery.inFlightCount, openFiles: () => this.source.openFiles });
@@ -114,15 +113,33 @@ export class Pipeline {
     if (this.delivery.saturated) await this.delivery.waitForCapacity();
   }
 
-  private async saveCheckpoint(): Promise<void> {
-    if (!this.dirty) return;
+  /**
+   * An acknowledgement moved a committed offset: persist it at once rather
+   * than on the next timer tick, so a SIGKILL re-sends at most the batches
+   * that were in flight. Saves coalesce: progress during a write triggers one
+   * more write after it, never a queue of them.
+   */
+  private markProgress(): void {
+    this.dirty = true;
+    if (this.saving) return;
+    this.saving = (async () => {
+      while (this.dirty) if (!(await this.saveCheckpoint())) break;
+    })().finally(() => {
+      this.saving = undefined;
+    });
+  }
+
+  private async saveCheckpoint(): Promise<boolean> {
+    if (!this.dirty) return true;
     this.dirty = false;
     try {
       await this.store.save(this.source.entries());
       this.stats.checkpointWrites++;
+      return true;
     } catch (err) {
       this.dirty = true;
       log.error('writing the checkpoint failed', { error: err });
+      return false;
     }
   }
 

@@ -58,6 +58,7 @@ export class NodeSource {
   private kicked = false;
   private scanning: Promise<void> | undefined;
   private rescan = false;
+  private finalScanned = false;
   private final = false;
   private stopped = false;
   private loopDone: Promise<void> | undefined;
@@ -96,6 +97,9 @@ export class NodeSource {
   async drain(): Promise<void> {
     this.final = true;
     await this.scan();
+    // Only now may the loop finish: until this last scan is through, a file it
+    // is about to add would otherwise be left unread.
+    this.finalScanned = true;
     this.stopWatching();
     this.kick();
     await this.loopDone;
@@ -177,7 +181,7 @@ export class NodeSource {
 
   private async loop(): Promise<void> {
     for (;;) {
-      if (this.stopped || (this.final && this.tails.length === 0)) return;
+      if (this.stopped || (this.finalScanned && this.tails.length === 0)) return;
       let progressed = false;
       for (const t of [...this.tails]) {
         if (this.stopped) return;
@@ -194,7 +198,7 @@ export class NodeSource {
           this.drop(t);
         }
       }
-      if (!progressed && !this.final) await this.waitForWork();
+      if (!progressed && !this.finalScanned) await this.waitForWork();
     }
   }
 
