@@ -6,6 +6,7 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ENV } from '../../src/contract/env.ts';
 import type { Mount } from './volumes.ts';
 
 export interface ImageSpec {
@@ -15,6 +16,8 @@ export interface ImageSpec {
   cmd: string[];
   /** Folders of the image's file system that exist on this machine, e.g. /app. */
   files: Mount[];
+  /** The image's ENV, under the container's own env. */
+  env: Record<string, string>;
 }
 
 /** Image name without registry, path, tag or digest: `reg.io/x/jobharvest:0.1.0` → `jobharvest`. */
@@ -37,7 +40,15 @@ export function repoNode(): string {
  * in /app. Here /app is this checkout's dist/, built by scripts/bundle.mjs.
  */
 export function jobharvestImage(): ImageSpec {
+  // The sidecar falls back to container paths (state, log and token
+  // directories) when a variable is unset. Declared as the image's ENV, they
+  // go through the same path translation as the pod's own env (README.md).
+  const env: Record<string, string> = {};
+  for (const spec of Object.values(ENV) as Array<{ name: string; default?: string }>) {
+    if (spec.default?.startsWith('/')) env[spec.name] = spec.default;
+  }
   return {
+    env,
     entrypoint: [repoNode()],
     cmd: ['/app/jobharvest.mjs', 'webhook'],
     files: [
@@ -53,7 +64,7 @@ export function defaultImages(): ImageTable {
   return { jobharvest: jobharvestImage() };
 }
 
-const NO_IMAGE: ImageSpec = { entrypoint: [], cmd: [], files: [] };
+const NO_IMAGE: ImageSpec = { entrypoint: [], cmd: [], files: [], env: {} };
 
 export function lookupImage(table: ImageTable, image: string | undefined): ImageSpec {
   return (image && table[imageName(image)]) || NO_IMAGE;

@@ -351,8 +351,8 @@ export class PodWorker {
 
   /** The argv and env of a run, with container paths translated to this machine (README.md, "Paths"). */
   private async prepare(c: V1Container): Promise<{ argv: string[]; env: Record<string, string> }> {
-    const env = await containerEnv(this.pod, c, this.ctx.sources);
     const image = lookupImage(this.ctx.images, c.image);
+    const env = { ...image.env, ...(await containerEnv(this.pod, c, this.ctx.sources)) };
     const mounts = [...image.files, ...containerMounts(c, this.volumes, env)];
     const lookup = (n: string) => env[n];
     let argv: string[];
@@ -405,6 +405,8 @@ export class PodWorker {
     const res = await inst.done;
     rec.finished({ exitCode: res.exitCode, reason: res.reason, message: res.message, startedAt: res.startedAt, finishedAt: res.finishedAt });
     this.lastOutput.set(c.name, inst.output);
+    // For post-mortems in the kubelet's log: how the run ended.
+    this.ctx.log(`${this.namespace}/${this.name} ${c.name}#${rec.restartCount} exited ${res.exitCode}; last output:\n    ${inst.output.slice(-8).join('\n    ')}`);
     this.emit({ type: 'exit', container: c.name, restart: rec.restartCount, exitCode: res.exitCode, signal: res.signal });
     this.updateStatus();
     return res;

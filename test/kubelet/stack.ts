@@ -1,0 +1,210 @@
+/**
+ * Everything a Job's life needs around the control plane, started as real
+ * processes: VictoriaLogs as the log server, the webhook (the real CLI), and
+ * the test kubelet running the real sidecar bundle. Used by the lifecycle
+ * e2e tests and by `npm run demo`.
+ */
+import { BatchV1Api, CoreV1Api, KubeConfig, RbacAuthorizationV1Api, type V1Job, type V1Volume } from '@kubernetes/client-node';
+import { randomBytes } from 'node:crypto';
+import { NAMES } from '../../src/contract/env.ts';
+import type { ClusterInfo } from '../cluster/harness.ts';
+import { waitFor } from '../cluster/wait.ts';
+import { startWebhook, type WebhookProcess } from '../e2e/support/webhook-process.ts';
+import { VictoriaLogs, exact } from '../servers/victorialogs.ts';
+import { ensureSidecarBundle } from '../support/sidecar.ts';
+import { TestKubelet, type KubeletOptions } from './kubelet.ts';
+
+export const LOG_READER_CLUSTERROLE = 'jobharvest-log-reader';
+const JOB_NAME_LABEL = 'batch.kubernetes.io/job-name';
+
+export function kubeConfigFor(info: Pick<ClusterInfo, 'server' | 'token' | 'caPem'>): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: 'c', server: info.server, caData: Buffer.from(info.caPem).toString('base64') }],
+    users: [{ name: 'admin', token: info.token }],
+    contexts: [{ name: 'c', cluster: 'c', user: 'admin' }],
+    currentContext: 'c',
+  });
+  return kc;
+}
+
+export interface StackOptions {
+  info: ClusterInfo;
+  /** Names the webhook configuration and prefixes the namespaces this stack's kubelet schedules. */
+  name: string;
+  kubelet?: Partial<Omit<KubeletOptions, 'cluster' | 'namespaces'>>;
+}
+
+export interface NamespaceOptions {
+  /** jobharvest.io/mode; unset means auto. */
+  mode?: 'node' | 'api';
+  /** pod-security.kubernetes.io/enforce. */
+  psa?: 'privileged' | 'baseline' | 'restricted';
+  ttlSeconds?: number;
+  drainSeconds?: number;
+}
+
+export class Stack {
+  readonly core: CoreV1Api;
+  readonly batch: BatchV1Api;
+  private readonly prefix: string;
+  private readonly namespaces: string[] = [];
+
+  private constructor(
+    readonly info: ClusterInfo,
+    readonly name: string,
+    readonly vl: VictoriaLogs,
+    readonly webhook: WebhookProcess,
+    readonly kubelet: TestKubelet,
+    prefix: string,
+  ) {
+    const kc = kubeConfigFor(info);
+    this.core = kc.makeApiClient(CoreV1Api);
+    this.batch = kc.makeApiClient(BatchV1Api);
+    this.prefix = prefix;
+  }
+
+  static async start(o: StackOptions): Promise<Stack> {
+    ensureSidecarBundle();
+    const prefix = `${o.name}-`;
+    const kc = kubeConfigFor(o.info);
+    // What the chart installs for api mode; the webhook binds it per namespace.
+    await kc
+      .makeApiClient(RbacAuthorizationV1Api)
+      .createClusterRole({
+        body: {
+          metadata: { name: LOG_READER_CLUSTERROLE },
+          rules: [
+            { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
+            { apiGroups: [''], resources: ['pods/log'], verbs: ['get'] },
+          ],
+        },
+      })
+      .catch((err: { code?: number }) => {
+        if (err.code !== 409) throw err;
+      });
+    const vl = await VictoriaLogs.start();
+    let webhook: WebhookProcess | undefined;
+    try {
+      webhook = await startWebhook(o.info, { name: `jobharvest-${o.name}`, args: ['--log-reader-clusterrole', LOG_READER_CLUSTERROLE] });
+      const kubelet = await TestKubelet.start({ ...o.kubelet, cluster: o.info, namespaces: (ns) => ns.startsWith(prefix) });
+      return new Stack(o.info, o.name, vl, webhook, kubelet, prefix);
+    } catch (err) {
+      await webhook?.stop();
+      await vl.dispose();
+      throw err;
+    }
+  }
+
+  /** An opted-in namespace whose Jobs ship to this stack's VictoriaLogs through the loki sink. */
+  async namespace(tag: string, o: NamespaceOptions = {}): Promise<string> {
+    const name = `${this.prefix}${tag}-${randomBytes(2).toString('hex')}`;
+    const annotations: Record<string, string> = {
+      'jobharvest.io/inject': 'enabled',
+      'jobharvest.io/sink': 'loki',
+      'jobharvest.io/endpoint': this.vl.endpoints.loki,
+      'jobharvest.io/ttl-seconds-after-finished': String(o.ttlSeconds ?? 3),
+      'jobharvest.io/drain-seconds': String(o.drainSeconds ?? 10),
+    };
+    if (o.mode) annotations['jobharvest.io/mode'] = o.mode;
+    const labels: Record<string, string> = o.psa ? { 'pod-security.kubernetes.io/enforce': o.psa } : {};
+    await this.core.createNamespace({ body: { metadata: { name, annotations, labels } } });
+    this.namespaces.push(name);
+    if (o.mode === 'api' || (o.psa !== undefined && o.psa !== 'privileged')) {
+      // The webhook binds the log reader when it sees an api-mode namespace.
+      const rbac = kubeConfigFor(this.info).makeApiClient(RbacAuthorizationV1Api);
+      await waitFor(`the log-reader RoleBinding in ${name}`, () => rbac.readNamespacedRoleBinding({ name: 'jobharvest-log-reader', namespace: name }), { timeoutMs: 20_000 });
+    }
+    await waitFor(`the default ServiceAccount in ${name}`, () => this.core.readNamespacedServiceAccount({ name: 'default', namespace: name }), { timeoutMs: 20_000 });
+    return name;
+  }
+
+  async stop(): Promise<void> {
+    await this.kubelet.stop();
+    await this.webhook.stop();
+    await kubeConfigFor(this.info)
+      .makeApiClient((await import('@kubernetes/client-node')).AdmissionregistrationV1Api)
+      .deleteMutatingWebhookConfiguration({ name: `jobharvest-${this.name}` })
+      .catch(() => undefined);
+    for (const name of this.namespaces) await this.core.deleteNamespace({ name }).catch(() => undefined);
+    await this.vl.dispose();
+  }
+
+  /** Pods of a Job that ran on the kubelet, in start order. */
+  jobWorkers(namespace: string, job: string) {
+    return this.kubelet.allWorkers().filter((w) => w.namespace === namespace && w.labels[JOB_NAME_LABEL] === job);
+  }
+
+  /** The sidecar's final summary line of a pod (its own log, which the kubelet keeps after the pod is gone). */
+  sidecarSummary(uid: string): Record<string, unknown> | undefined {
+    const out = this.kubelet.worker(uid)?.output(NAMES.container) ?? [];
+    for (const line of [...out].reverse()) {
+      if (!line.startsWith('{')) continue;
+      try {
+        const e = JSON.parse(line) as Record<string, unknown>;
+        if (e.msg === 'summary') return e;
+      } catch {
+        // not a JSON line
+      }
+    }
+    return undefined;
+  }
+
+  /** LogsQL filter for the main containers' lines of a namespace (the loki sink's labels). */
+  filter(namespace: string, container = 'main'): string {
+    return `${exact('namespace', namespace)} ${exact('container', container)}`;
+  }
+}
+
+/** A shell loop printing `n` numbered lines `<tag> line <i>`; each line is unique across a run. */
+export function numberedLines(tag: string, n: number, from = 1): string {
+  return `i=${from}; while [ $i -le ${from + n - 1} ]; do echo "${tag} line $i"; i=$((i+1)); done`;
+}
+
+export interface JobOptions {
+  script: string;
+  restartPolicy?: 'Never' | 'OnFailure';
+  backoffLimit?: number;
+  completions?: number;
+  parallelism?: number;
+  indexed?: boolean;
+  env?: Array<{ name: string; value: string }>;
+  volumes?: V1Volume[];
+  volumeMounts?: Array<{ name: string; mountPath: string }>;
+  /** The restricted Pod Security profile for the main container. */
+  restricted?: boolean;
+  terminationGracePeriodSeconds?: number;
+}
+
+export function shellJob(name: string, o: JobOptions): V1Job {
+  const restricted = o.restricted
+    ? {
+        securityContext: {
+          runAsNonRoot: true,
+          runAsUser: 1000,
+          allowPrivilegeEscalation: false,
+          capabilities: { drop: ['ALL'] },
+          seccompProfile: { type: 'RuntimeDefault' },
+        },
+      }
+    : {};
+  return {
+    apiVersion: 'batch/v1',
+    kind: 'Job',
+    metadata: { name },
+    spec: {
+      backoffLimit: o.backoffLimit ?? 0,
+      completions: o.completions,
+      parallelism: o.parallelism,
+      completionMode: o.indexed ? 'Indexed' : undefined,
+      template: {
+        spec: {
+          restartPolicy: o.restartPolicy ?? 'Never',
+          terminationGracePeriodSeconds: o.terminationGracePeriodSeconds,
+          containers: [{ name: 'main', image: 'busybox:1.36', command: ['sh', '-c', o.script], env: o.env, volumeMounts: o.volumeMounts, ...restricted }],
+          volumes: o.volumes,
+        },
+      },
+    },
+  };
+}
