@@ -1,17 +1,22 @@
 // Per-file acknowledgement tracking. Batches finish out of order when several
 // are in flight; a file's checkpoint may only move over a prefix of its data
 // in which every batch has been settled (acknowledged or dead-lettered).
+import type { LogRecord } from './record.ts';
 
 export interface Ticket {
   readonly progress: FileProgress;
   /** Offset the checkpoint may reach once this ticket and all before it settle. */
   end: number;
   done: boolean;
+  /** The record that set `end`; api mode resumes from its timestamp. */
+  last: LogRecord | undefined;
 }
 
 export class FileProgress {
   private readonly queue: Ticket[] = [];
   private head = 0;
+  /** The record that ends the committed prefix, once one was settled. */
+  committedRecord: LogRecord | undefined;
 
   constructor(
     /** Highest contiguous settled offset: what the checkpoint stores. */
@@ -19,8 +24,8 @@ export class FileProgress {
     private readonly onAdvance: (p: FileProgress) => void = () => {},
   ) {}
 
-  open(end: number): Ticket {
-    const t: Ticket = { progress: this, end, done: false };
+  open(end: number, last?: LogRecord): Ticket {
+    const t: Ticket = { progress: this, end, done: false, last };
     this.queue.push(t);
     return t;
   }
@@ -29,8 +34,12 @@ export class FileProgress {
     t.done = true;
     let moved = false;
     while (this.head < this.queue.length && this.queue[this.head]!.done) {
-      const end = this.queue[this.head]!.end;
-      if (end > this.committed) this.committed = end;
+      const head = this.queue[this.head]!;
+      if (head.end > this.committed) {
+        this.committed = head.end;
+        if (head.last) this.committedRecord = head.last;
+      }
+      head.last = undefined;
       this.head++;
       moved = true;
     }

@@ -43,11 +43,15 @@ export class Batcher {
       this.lastFile = r.file;
       this.lastTicket = b.tickets.find((t) => t.progress === r.file.progress);
       if (!this.lastTicket) {
-        this.lastTicket = r.file.progress.open(r.safe);
+        this.lastTicket = r.file.progress.open(r.safe, r);
         b.tickets.push(this.lastTicket);
       }
     }
-    if (r.safe > this.lastTicket!.end) this.lastTicket!.end = r.safe;
+    const t = this.lastTicket!;
+    if (r.safe > t.end) {
+      t.end = r.safe;
+      t.last = r;
+    }
     if (b.bytes >= this.opts.maxBytes || b.records.length >= this.opts.maxRecords) this.seal();
     else if (this.timer === undefined) this.timer = setTimeout(() => this.seal(), this.opts.maxWaitMs);
   }

@@ -9,9 +9,14 @@ import { log } from './log.ts';
 export const CHECKPOINT_FILE = 'checkpoint.json';
 
 export interface CheckpointEntry {
+  /** node mode: bytes of the file; api mode: lines of the container's log. */
   readonly offset: number;
   /** Read to the end, released, and everything in it settled. */
   readonly done: boolean;
+  /** api mode: timestamp of the last acknowledged line, as the API wrote it. */
+  readonly ts?: string;
+  /** api mode: how many acknowledged lines carry exactly `ts`. */
+  readonly n?: number;
 }
 
 interface CheckpointFile {
@@ -76,7 +81,10 @@ export class CheckpointStore {
       }
       const out = new Map<string, CheckpointEntry>();
       for (const [k, v] of Object.entries(data.files)) {
-        if (Number.isSafeInteger(v.offset) && v.offset >= 0) out.set(k, { offset: v.offset, done: v.done === true });
+        if (!Number.isSafeInteger(v.offset) || v.offset < 0) continue;
+        const entry: CheckpointEntry = { offset: v.offset, done: v.done === true };
+        if (typeof v.ts === 'string' && Number.isSafeInteger(v.n) && v.n! > 0) out.set(k, { ...entry, ts: v.ts, n: v.n });
+        else out.set(k, entry);
       }
       return out;
     } catch (err) {

@@ -28,6 +28,12 @@ export interface AuthSettings {
   readonly password?: string;
 }
 
+/** api mode: where the Kubernetes API is and where the pod's service-account token lives. */
+export interface KubeSettings {
+  readonly apiUrl: URL;
+  readonly tokenDir: string;
+}
+
 export interface Config {
   readonly identity: Identity;
   readonly selfContainer: string;
@@ -54,6 +60,8 @@ export interface Config {
   readonly pollMs: number;
   readonly requestTimeoutMs: number;
   readonly logLevel: LogLevel;
+  /** Set in api mode only. */
+  readonly kube?: KubeSettings;
 }
 
 export class ConfigError extends Error {
@@ -202,11 +210,39 @@ export function loadConfig(env: Env): Config {
     requestTimeoutMs: r.int('REQUEST_TIMEOUT_MS', 100, 3_600_000),
     logLevel: r.oneOf<LogLevel>('LOG_LEVEL', ['debug', 'info', 'warn', 'error']),
   };
-  if (cfg.mode === 'api') {
-    r.problems.push(`${ENV.MODE.name}=api is not available in this sidecar build yet; use node`);
-  }
+  const kube = cfg.mode === 'api' ? kubeSettings(r, env) : undefined;
   if (r.problems.length > 0) throw new ConfigError(r.problems);
-  return cfg;
+  return kube ? { ...cfg, kube } : cfg;
+}
+
+/**
+ * In-cluster settings as client-go reads them: the kubelet puts
+ * KUBERNETES_SERVICE_HOST/PORT into every container; JOBHARVEST_KUBE_API_URL
+ * overrides them (tests, or a cluster reached through another address).
+ */
+function kubeSettings(r: Reader, env: Env): KubeSettings | undefined {
+  const explicit = r.raw('KUBE_API_URL');
+  const host = env.KUBERNETES_SERVICE_HOST?.trim();
+  const port = env.KUBERNETES_SERVICE_PORT?.trim() || '443';
+  let text: string;
+  if (explicit) text = explicit;
+  else if (host) text = `https://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  else {
+    r.problems.push(`${ENV.MODE.name}=api needs KUBERNETES_SERVICE_HOST (set by the kubelet) or ${ENV.KUBE_API_URL.name}`);
+    return undefined;
+  }
+  let apiUrl: URL;
+  try {
+    apiUrl = new URL(text);
+  } catch {
+    r.problems.push(`the Kubernetes API address '${text}' is not a valid URL`);
+    return undefined;
+  }
+  if (apiUrl.protocol !== 'https:' && apiUrl.protocol !== 'http:') {
+    r.problems.push(`${ENV.KUBE_API_URL.name} must be an http(s) URL, got '${apiUrl.protocol}'`);
+    return undefined;
+  }
+  return { apiUrl, tokenDir: r.str('KUBE_TOKEN_DIR') };
 }
 
 /** `--help` text, generated from the contract so it never drifts from it. */

@@ -48,7 +48,7 @@ export function utf8Prefix(buf: Buffer, max: number): number {
   return len;
 }
 
-function isTimestamp(b: Buffer, s: number, e: number): boolean {
+export function isTimestamp(b: Buffer, s: number, e: number): boolean {
   const n = e - s;
   if (n < 20 || n > 40 || b[s + 4] !== 45 || b[s + 7] !== 45 || b[s + 10] !== 84) return false;
   for (let i = s; i < e; i++) {

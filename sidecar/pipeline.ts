@@ -10,7 +10,8 @@ import { startMetrics } from './metrics.ts';
 import type { LogRecord } from './record.ts';
 import { SINK_MODULES } from './sinks/registry.ts';
 import type { Sink, SinkContext } from './sinks/types.ts';
-import { NodeSource } from './source.ts';
+import type { LogSource } from './log-source.ts';
+import { NodeSource, type SourceOptions } from './source.ts';
 import { newStats, type Stats } from './stats.ts';
 import { HttpClient } from './transport.ts';
 
@@ -54,7 +55,7 @@ export class Pipeline {
   readonly stats: Stats = newStats();
   private readonly store: CheckpointStore;
   private readonly deadLetter: DeadLetter;
-  private source!: NodeSource;
+  private source!: LogSource;
   private batcher!: Batcher;
   private delivery!: Delivery;
   private sink!: Sink;
@@ -85,13 +86,18 @@ export class Pipeline {
     const checkpoint = await this.store.load();
     this.delivery = new Delivery(this.sink, this.deadLetter, this.stats, { maxInFlight: cfg.maxInFlight });
     this.batcher = new Batcher({ maxBytes: cfg.batchMaxBytes, maxRecords: cfg.batchMaxRecords, maxWaitMs: cfg.batchMaxWaitMs }, (b) => this.delivery.submit(b));
-    this.source = new NodeSource({
+    const sourceOptions: SourceOptions = {
       config: cfg,
       stats: this.stats,
       checkpoint,
       emit: (records) => this.emit(records),
       onProgress: () => this.markProgress(),
-    });
+    };
+    if (cfg.mode === 'api') {
+      // Only api-mode pods parse the API client.
+      const { ApiSource } = await import('./api/source.ts');
+      this.source = new ApiSource(sourceOptions);
+    } else this.source = new NodeSource(sourceOptions);
     if (cfg.metricsPort > 0) {
       this.metrics = await startMetrics(cfg.metricsPort, this.stats, { inFlight: () => this.delivery.inFlightCount, openFiles: () => this.source.openFiles });
     }
@@ -100,7 +106,7 @@ export class Pipeline {
     log.info('sidecar started', {
       sink: cfg.sink,
       endpoint: redactUrl(cfg.endpoint),
-      logDir: cfg.logDir,
+      ...this.source.describe,
       stateDir: cfg.stateDir,
       resumedFiles: checkpoint.size,
       metricsPort: cfg.metricsPort || undefined,

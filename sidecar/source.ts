@@ -8,6 +8,7 @@ import path from 'node:path';
 import { FileProgress } from './acks.ts';
 import type { CheckpointEntry } from './checkpoint.ts';
 import type { Config } from './config.ts';
+import type { LogSource } from './log-source.ts';
 import { gzipFingerprint } from './fingerprint.ts';
 import { log } from './log.ts';
 import { fileKey, idPrefix, type LogRecord } from './record.ts';
@@ -45,7 +46,7 @@ export interface SourceOptions {
   onProgress(): void;
 }
 
-export class NodeSource {
+export class NodeSource implements LogSource {
   private readonly tails: Tail[] = [];
   private readonly byInode = new Map<string, Tail>();
   private readonly states = new Map<string, FileState>();
@@ -137,6 +138,10 @@ export class NodeSource {
 
   get openFiles(): number {
     return this.tails.length;
+  }
+
+  get describe(): Record<string, unknown> {
+    return { mode: 'node', logDir: this.opts.config.logDir };
   }
 
   private identify(container: string, restart: number, fp: string): Identified {

@@ -79,6 +79,10 @@ export const ENV = {
   SYSLOG_FACILITY: spec({ name: 'JOBHARVEST_SYSLOG_FACILITY', source: 'settings', default: 'user', description: 'syslog sink: facility, by name (kern, user, daemon, local0..local7, ...) or number 0-23.' }),
   SYSLOG_SD_ID: spec({ name: 'JOBHARVEST_SYSLOG_SD_ID', source: 'settings', default: 'k8s@32473', description: 'syslog sink: SD-ID of the structured-data element carrying the Kubernetes metadata (name@<private enterprise number>).' }),
   FORWARD_MODE: spec({ name: 'JOBHARVEST_FORWARD_MODE', source: 'settings', default: 'packed-forward', description: 'forward sink: `packed-forward` (entries as one msgpack stream, gzip-compressed when JOBHARVEST_GZIP is on) or `forward` (entries as a msgpack array).' }),
+
+  // --- api mode ------------------------------------------------------------------
+  KUBE_API_URL: spec({ name: 'JOBHARVEST_KUBE_API_URL', source: 'settings', description: 'api mode: base URL of the Kubernetes API (https://host:port). Unset, the sidecar uses https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT, which the kubelet sets in every container.' }),
+  KUBE_TOKEN_DIR: spec({ name: 'JOBHARVEST_KUBE_TOKEN_DIR', source: 'settings', default: '/var/run/secrets/kubernetes.io/serviceaccount', description: 'api mode: directory with the service-account `token` (re-read every minute and after a 401, because projected tokens rotate) and `ca.crt`, the CA of the API server.' }),
 } as const;
 
 export type EnvKey = keyof typeof ENV;

@@ -1,0 +1,22 @@
+// What the pipeline needs from a source stage, whichever mode feeds it: node
+// mode tails the pod's log files, api mode streams pods/log. Both turn lines
+// into records, pass them to emit() (which blocks under backpressure) and
+// report acknowledged progress as checkpoint entries.
+import type { CheckpointEntry } from './checkpoint.ts';
+
+export interface LogSource {
+  start(): Promise<void>;
+  /** SIGTERM: read what is finished to its end, then resolve. */
+  drain(): Promise<void>;
+  /** Drain deadline: stop reading wherever we are. */
+  stop(): Promise<void>;
+  close(): Promise<void>;
+  /** Checkpoint view: loaded entries not met yet plus everything followed. */
+  entries(): Map<string, CheckpointEntry>;
+  /** Bytes known to exist but not read (node mode); 0 where it cannot be known. */
+  unreadBytes(): Promise<number>;
+  /** Files (node mode) or log streams (api mode) being followed. */
+  readonly openFiles: number;
+  /** What the start-up log line says about where logs come from. */
+  readonly describe: Record<string, unknown>;
+}
