@@ -101,7 +101,23 @@ function token(): string {
   return randomBytes(24).toString('hex');
 }
 
+/** Start failures caused by a port that another process took between probe and bind. */
+class PortClash extends Error {}
+
+const START_ATTEMPTS = 3;
+
 export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(opts, attempt < START_ATTEMPTS);
+    } catch (err) {
+      if (!(err instanceof PortClash)) throw err;
+      (opts.log ?? ((line: string) => console.error(line)))(`test cluster: ${err.message}; retrying with new ports`);
+    }
+  }
+}
+
+async function startOnce(opts: ClusterOptions, mayRetry: boolean): Promise<Cluster> {
   const bins = locateBinaries(opts.binDir);
   const log = opts.log ?? ((line: string) => console.error(line));
   const keep = opts.keep ?? process.env.JOBHARVEST_KEEP_CLUSTER === '1';
@@ -289,6 +305,13 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
       stop,
     };
   } catch (err) {
+    // Free ports are probed, then bound by the child: with other test runs on
+    // the machine, one may be taken in between. That is no failure of ours.
+    const clash = processes.find((p) => p.exit !== undefined && /address already in use/.test(p.logTail(200)));
+    if (clash !== undefined && mayRetry) {
+      await stop();
+      throw new PortClash(`${clash.name} found its port taken`, { cause: err });
+    }
     await stop({ failed: true });
     const logs = processes.map((p) => `  ${p.logPath}`).join('\n');
     throw new Error(`${(err as Error).message}\nprocess logs:\n${logs}`, { cause: err });
