@@ -177,21 +177,36 @@ describe('injection through the API server', () => {
       return j.status?.conditions?.find((c) => c.type === 'Complete' && c.status === 'True');
     });
     const finishedAt = new Date(complete.lastTransitionTime!).getTime();
+    // Polling brackets each deletion: last seen present (probe start) < deleted ≤ first seen gone (probe end).
     let jobGoneAt = 0;
     let podGoneAt = 0;
+    let jobLastSeen = 0;
+    let podLastSeen = 0;
+    const probe = async (read: () => Promise<unknown>): Promise<[seen: number, gone: number]> => {
+      const start = Date.now();
+      try {
+        await read();
+        return [start, 0];
+      } catch (e) {
+        if ((e as { code?: number }).code === 404) return [0, Date.now()];
+        throw e;
+      }
+    };
     await waitFor(
       'the TTL controller and the garbage collector to delete Job and pod',
       async () => {
-        const t = Date.now();
-        if (!jobGoneAt) await cluster.batch.readNamespacedJob({ name, namespace: optedIn }).catch((e) => e.code === 404 && (jobGoneAt = t));
-        if (!podGoneAt) await cluster.core.readNamespacedPod({ name: podName, namespace: optedIn }).catch((e) => e.code === 404 && (podGoneAt = t));
+        if (!jobGoneAt) [jobLastSeen, jobGoneAt] = await probe(() => cluster.batch.readNamespacedJob({ name, namespace: optedIn })).then(([s, g]) => [s || jobLastSeen, g]);
+        if (!podGoneAt) [podLastSeen, podGoneAt] = await probe(() => cluster.core.readNamespacedPod({ name: podName, namespace: optedIn })).then(([s, g]) => [s || podLastSeen, g]);
         return jobGoneAt && podGoneAt ? true : undefined;
       },
       { timeoutMs: 60_000, intervalMs: 100 },
     );
-    // lastTransitionTime has second precision and is truncated, so it is never later than the real transition.
+    // The TTL clock starts at lastTransitionTime (second precision, truncated), so nothing may be gone
+    // before finishedAt + TTL, and both must have been seen alive during the last second before it.
     expect(jobGoneAt - finishedAt).toBeGreaterThanOrEqual(TTL * 1000);
     expect(podGoneAt - finishedAt).toBeGreaterThanOrEqual(TTL * 1000);
+    expect(jobLastSeen - finishedAt).toBeGreaterThanOrEqual((TTL - 1) * 1000);
+    expect(podLastSeen - finishedAt).toBeGreaterThanOrEqual((TTL - 1) * 1000);
   });
 });
 
