@@ -44,6 +44,25 @@ const sh = (script: string) => ({ command: ['sh', '-c', script] });
 const order = (events: KubeletEvent[]) => events.map((e) => (e.type === 'phase' ? `phase:${e.phase}` : e.type === 'removed' ? 'removed' : `${e.type}:${e.container}${e.type === 'signal' ? `:${e.signal}` : ''}`));
 
 describe('test kubelet', () => {
+  it('stops a running pod that is deleted: SIGTERM to the container, then the sidecar, then the final delete', async () => {
+    const created = await cluster.core.createNamespacedPod({
+      namespace: ns,
+      body: pod('deleted', {
+        terminationGracePeriodSeconds: 20,
+        initContainers: [{ name: 'side', image: 'busybox', restartPolicy: 'Always', ...sh('trap "exit 0" TERM; while true; do sleep 0.05; done') }],
+        containers: [{ name: 'main', image: 'busybox', ...sh('trap "exit 7" TERM; while true; do sleep 0.05; done') }],
+      }),
+    });
+    const uid = created.metadata!.uid!;
+    await kubelet.waitForEvent((e) => e.uid === uid && e.type === 'start' && e.container === 'main');
+    await cluster.core.deleteNamespacedPod({ name: 'deleted', namespace: ns, gracePeriodSeconds: 10 });
+    await kubelet.waitForEvent((e) => e.uid === uid && e.type === 'removed', 30_000);
+    await expect(cluster.core.readNamespacedPod({ name: 'deleted', namespace: ns })).rejects.toMatchObject({ code: 404 });
+    const events = kubelet.events.filter((e) => e.uid === uid);
+    expect(order(events)).toEqual(['start:side', 'start:main', 'signal:main:SIGTERM', 'exit:main', 'signal:side:SIGTERM', 'exit:side', 'phase:Failed', 'removed']);
+    expect(events.find((e) => e.type === 'exit' && e.container === 'main')).toMatchObject({ exitCode: 7 });
+  });
+
   it('runs init containers, sidecars and containers in order, stops sidecars in reverse order after the main container, then reports Succeeded', async () => {
     const { uid, events, final } = await run(
       pod('order', {
@@ -177,6 +196,12 @@ describe('test kubelet', () => {
     for (const l of lines) expect(l).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z /);
     const previous = await get('&previous=true');
     expect(previous.body).toBe(`run 0\n${'z'.repeat(20000)}\n`);
+    expect((await get('&previous=true&tailLines=1')).body).toBe(`${'z'.repeat(20000)}\n`);
+    expect((await get('&previous=true&limitBytes=3')).body).toBe('run');
+    // sinceTime: only lines stamped at or after it (the API passes whole seconds).
+    const stamped = (await get('&previous=true&timestamps=true')).body.split('\n')[0]!.split(' ')[0]!;
+    const later = new Date(Math.floor(Date.parse(stamped) / 1000) * 1000 + 1000).toISOString().replace(/\.\d+Z$/, 'Z');
+    expect((await get(`&previous=true&sinceTime=${later}`)).body).toBe('');
     const final = await waitFor('pod logs Succeeded', async () => {
       const p = await cluster.core.readNamespacedPod({ name: 'logs', namespace: ns });
       return p.status?.phase === 'Succeeded' ? p : undefined;

@@ -267,9 +267,10 @@ export class PodWorker {
     await this.status.flush();
     if (this.pod.metadata?.deletionTimestamp && !this.gone) {
       // Graceful deletion ends with the kubelet confirming that nothing runs any more.
+      // With a body, the API server reads the grace period from the body only.
       await this.ctx.core
-        .deleteNamespacedPod({ name: this.name, namespace: this.namespace, gracePeriodSeconds: 0, body: { preconditions: { uid: this.uid } } })
-        .catch(() => undefined);
+        .deleteNamespacedPod({ name: this.name, namespace: this.namespace, body: { gracePeriodSeconds: 0, preconditions: { uid: this.uid } } })
+        .catch((err: unknown) => this.ctx.log(`pod ${this.namespace}/${this.name}: final delete failed: ${describe(err)}`));
     }
   }
 

@@ -200,6 +200,7 @@ export class StatusWriter {
           continue;
         }
         this.lastError = err;
+        if (attempt === 0) this.onRejected(err);
         this.dirty = true;
         attempt++;
         await new Promise((r) => setTimeout(r, Math.min(2000, 100 * 2 ** attempt)));
