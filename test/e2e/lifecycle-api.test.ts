@@ -47,6 +47,10 @@ async function guarantee(ns: string, name: string, job: V1Job, n: number): Promi
   const sidecarExit = ev.findIndex((e) => e.type === 'exit' && e.container === 'jobharvest');
   expect(sidecarExit).toBeGreaterThanOrEqual(0);
   expect(ev.findIndex((e) => e.type === 'phase' && e.phase === 'Succeeded')).toBeGreaterThan(sidecarExit);
+  // The lines came through pods/log: the API server streamed them from the kubelet.
+  const streams = stack.kubelet.logRequests.filter((r) => r.namespace === ns && r.pod === w!.name && r.container === 'main' && r.status === 200);
+  expect(streams.length, 'containerLogs requests for main').toBeGreaterThan(0);
+  expect(streams[0]!.query).toMatchObject({ follow: 'true', timestamps: 'true' });
   return stored;
 }
 

@@ -13,7 +13,7 @@ import type { ClusterInfo } from '../cluster/harness.ts';
 import { kubeletServingCert } from './certs.ts';
 import { kubernetesServiceEnv, type EnvSources } from './env.ts';
 import { defaultImages, type ImageTable } from './images.ts';
-import { startLogServer } from './log-server.ts';
+import { startLogServer, type LogTarget } from './log-server.ts';
 import { registerNode } from './node.ts';
 import { PodWorker, type KubeletEvent, type WorkerContext } from './pod-worker.ts';
 import type { VolumeSources } from './volumes.ts';
@@ -56,8 +56,20 @@ function kubeConfig(c: KubeletOptions['cluster']): KubeConfig {
 
 const decode = (data: Record<string, string> | undefined) => Object.fromEntries(Object.entries(data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
 
+export interface LogRequest {
+  t: number;
+  namespace: string;
+  pod: string;
+  container: string;
+  /** The query the API server passed on (follow, timestamps, sinceTime, ...). */
+  query: Record<string, string>;
+  status: number;
+}
+
 export class TestKubelet {
   readonly events: KubeletEvent[] = [];
+  /** Every containerLogs request the API server made, for tests of api mode. */
+  readonly logRequests: LogRequest[] = [];
   private readonly workers = new Map<string, PodWorker>();
   private readonly binding = new Set<string>();
   private readonly listeners = new Set<(e: KubeletEvent) => void>();
@@ -116,7 +128,13 @@ export class TestKubelet {
       key: certs.key,
       cert: certs.cert,
       clientCa: readFileSync(join(this.opts.cluster.certsDir, 'ca.crt'), 'utf8'),
-      resolve: (ns, pod, container, previous) => this.resolveLog(ns, pod, container, previous),
+      resolve: (ns, pod, container, previous, query) => {
+        const target = this.resolveLog(ns, pod, container, previous);
+        const status = 'status' in target ? target.status : 200;
+        this.logRequests.push({ t: Date.now(), namespace: ns, pod, container, query: Object.fromEntries(query), status });
+        this.log(`${ns}/${pod} containerLogs ${container}?${query.toString()} -> ${status}`);
+        return target;
+      },
     });
     await registerNode(this.core, this.nodeName, HOST_IP, this.logServer.port);
     this.log(`node ${this.nodeName} registered; root ${this.root}; container logs on https://${HOST_IP}:${this.logServer.port}`);
@@ -258,7 +276,7 @@ export class TestKubelet {
     for (const fn of this.listeners) fn(e);
   }
 
-  private resolveLog(ns: string, pod: string, container: string, previous: boolean) {
+  private resolveLog(ns: string, pod: string, container: string, previous: boolean): LogTarget | { status: number; message: string } {
     const w = [...this.workers.values()].reverse().find((x) => x.namespace === ns && x.name === pod);
     if (!w) return { status: 404, message: `pod ${ns}/${pod} not found on node ${this.nodeName}` };
     const rec = w.records.get(container);

@@ -21,7 +21,7 @@ export interface LogTarget {
   finished(): boolean;
 }
 
-export type ResolveLog = (namespace: string, pod: string, container: string, previous: boolean) => LogTarget | { status: number; message: string };
+export type ResolveLog = (namespace: string, pod: string, container: string, previous: boolean, query: URLSearchParams) => LogTarget | { status: number; message: string };
 
 export interface LogServerOptions {
   key: string;
@@ -195,7 +195,7 @@ export async function startLogServer(opts: LogServerOptions): Promise<{ server: 
     }
     const [ns, pod, container] = m.slice(1).map(decodeURIComponent) as [string, string, string];
     const o = parseQuery(url);
-    const target = opts.resolve(ns, pod, container, url.searchParams.get('previous') === 'true');
+    const target = opts.resolve(ns, pod, container, url.searchParams.get('previous') === 'true', url.searchParams);
     if ('status' in target) {
       res.writeHead(target.status, { 'Content-Type': 'text/plain' }).end(target.message);
       return;
