@@ -38,6 +38,8 @@ async function guarantee(ns: string, name: string, job: V1Job, n: number): Promi
   expect(life.completeAt).toBeDefined();
   expect(life.jobGoneAt! - life.completeAt!).toBeGreaterThanOrEqual(TTL * 1000);
   expect(life.podsGoneAt! - life.completeAt!).toBeGreaterThanOrEqual(TTL * 1000);
+  expect(life.jobLastSeen! - life.completeAt!).toBeGreaterThanOrEqual((TTL - 1) * 1000);
+  expect(life.podsLastSeen! - life.completeAt!).toBeGreaterThanOrEqual((TTL - 1) * 1000);
   expect(got).toEqual({ total: n, distinct: n });
   expect(summary?.lines_unsent).toBe(0);
   const rows = await stack.vl.query(`${filter} | stats by (namespace, job, pod, pod_uid, container, restart_count, node) count() as n`);

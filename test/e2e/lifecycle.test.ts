@@ -71,9 +71,12 @@ function expectSidecarExitedBeforeSucceeded(uid: string): void {
 function expectGuarantee(life: JobLife): void {
   expect(life.violations).toEqual([]);
   expect(life.completeAt, 'the Job completed').toBeDefined();
-  // lastTransitionTime is truncated to the second, so it is never later than the real transition.
+  // The TTL clock starts at lastTransitionTime (whole seconds, truncated): nothing may be gone before
+  // completeAt + TTL, and both must have been seen present during the last second before it.
   expect(life.jobGoneAt! - life.completeAt!, 'Job deleted only after the TTL').toBeGreaterThanOrEqual(TTL * 1000);
   expect(life.podsGoneAt! - life.completeAt!, 'pods deleted only after the TTL').toBeGreaterThanOrEqual(TTL * 1000);
+  expect(life.jobLastSeen! - life.completeAt!, 'Job still there a second before the TTL').toBeGreaterThanOrEqual((TTL - 1) * 1000);
+  expect(life.podsLastSeen! - life.completeAt!, 'pods still there a second before the TTL').toBeGreaterThanOrEqual((TTL - 1) * 1000);
 }
 
 function gate(name: string): { path: string; open(): void; dispose(): void } {

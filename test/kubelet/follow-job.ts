@@ -15,8 +15,13 @@ import type { Stack } from './stack.ts';
 export interface JobLife {
   /** Complete condition's lastTransitionTime (ms, truncated to the second by the API). */
   completeAt: number | undefined;
-  /** Local time the Job and its pods were first seen gone. */
+  /**
+   * Polling brackets each deletion: last seen present (when that read began)
+   * < deleted ≤ first seen gone (when that read returned).
+   */
+  jobLastSeen: number | undefined;
   jobGoneAt: number | undefined;
+  podsLastSeen: number | undefined;
   podsGoneAt: number | undefined;
   /** Observations with a main container exited, a sidecar alive and the Job not Complete. */
   heldBySidecar: number;
@@ -37,12 +42,14 @@ export interface FollowOptions {
 const JOB_NAME_LABEL = 'batch.kubernetes.io/job-name';
 
 export async function followJob(stack: Stack, namespace: string, name: string, o: FollowOptions): Promise<JobLife> {
-  const life: JobLife = { completeAt: undefined, jobGoneAt: undefined, podsGoneAt: undefined, heldBySidecar: 0, countAtDeletion: undefined, violations: [], final: undefined };
+  const life: JobLife = { completeAt: undefined, jobLastSeen: undefined, jobGoneAt: undefined, podsLastSeen: undefined, podsGoneAt: undefined, heldBySidecar: 0, countAtDeletion: undefined, violations: [], final: undefined };
   const deadline = Date.now() + (o.timeoutMs ?? 240_000);
   while (Date.now() < deadline) {
     let job: V1Job | undefined;
+    const asked = Date.now();
     try {
       job = await stack.batch.readNamespacedJob({ name, namespace });
+      life.jobLastSeen = asked;
     } catch (err) {
       if ((err as { code?: number }).code !== 404) throw err;
     }
@@ -64,11 +71,13 @@ export async function followJob(stack: Stack, namespace: string, name: string, o
         life.countAtDeletion = count;
         if (count < o.expected) life.violations.push(`Job deleted while the server held ${count} of ${o.expected} lines`);
       }
-      const pods = await stack.core.listNamespacedPod({ namespace, labelSelector: `${JOB_NAME_LABEL}=${name}` });
-      if (pods.items.length === 0) {
-        life.podsGoneAt = Date.now();
-        return life;
-      }
+    }
+    const podsAsked = Date.now();
+    const pods = await stack.core.listNamespacedPod({ namespace, labelSelector: `${JOB_NAME_LABEL}=${name}` });
+    if (pods.items.length > 0) life.podsLastSeen = podsAsked;
+    else if (!job && life.podsLastSeen !== undefined) {
+      life.podsGoneAt = Date.now();
+      return life;
     }
     await new Promise((r) => setTimeout(r, o.intervalMs ?? 100));
   }
