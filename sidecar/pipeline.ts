@@ -65,6 +65,7 @@ export class Pipeline {
   private saving: Promise<void> | undefined;
   private metrics: { close(): Promise<void> } | undefined;
   private draining: Promise<Summary> | undefined;
+  private idleCheck = false;
 
   constructor(
     readonly config: Config,
@@ -116,8 +117,24 @@ export class Pipeline {
   private async emit(records: LogRecord[]): Promise<void> {
     this.stats.linesRead += records.length;
     for (const r of records) this.batcher.add(r);
+    if (!this.idleCheck) {
+      this.idleCheck = true;
+      setImmediate(this.sendIfIdle);
+    }
     if (this.delivery.saturated) await this.delivery.waitForCapacity();
   }
+
+  /**
+   * Runs once the reads that were ready have been handled. With nothing in
+   * flight, waiting for BATCH_MAX_WAIT_MS would only add latency (the first
+   * request of a pod above all): send what there is now. While requests are
+   * in flight, records keep accumulating into full batches, as TCP's Nagle
+   * algorithm does with segments.
+   */
+  private readonly sendIfIdle = (): void => {
+    this.idleCheck = false;
+    if (this.delivery.inFlightCount === 0 && !this.delivery.saturated) this.batcher.seal();
+  };
 
   /**
    * An acknowledgement moved a committed offset: persist it at once rather

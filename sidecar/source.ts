@@ -280,7 +280,8 @@ export class NodeSource implements LogSource {
       }
       const parsed = names.map((n) => ({ n, p: parseLogName(n) })).filter((x): x is { n: string; p: LogFileName } => x.p !== undefined);
       // Plain files first: a rotation present both plain and gzipped is read from the plain one.
-      parsed.sort((a, b) => Number(a.p.kind === 'gz') - Number(b.p.kind === 'gz') || a.n.localeCompare(b.n));
+      // Code-unit order, not localeCompare: the names are ASCII, and collation would load ICU data.
+      parsed.sort((a, b) => Number(a.p.kind === 'gz') - Number(b.p.kind === 'gz') || (a.n < b.n ? -1 : a.n > b.n ? 1 : 0));
       for (const { n, p } of parsed) {
         if (this.stopped) return;
         try {

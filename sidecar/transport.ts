@@ -4,7 +4,7 @@
 // certificate straight to the agent.
 import { readFileSync } from 'node:fs';
 import http, { type IncomingHttpHeaders } from 'node:http';
-import https from 'node:https';
+import type https from 'node:https';
 import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import { ConfigError, type Config } from './config.ts';
@@ -40,7 +40,9 @@ function readPem(file: string | undefined, key: keyof typeof ENV): Buffer | unde
 
 export class HttpClient {
   private readonly httpAgent: http.Agent;
-  private readonly httpsAgent: https.Agent;
+  /** Created on the first https request: TLS costs several MiB of memory that plain-http pods never need. */
+  private httpsAgent: Promise<{ https: typeof https; agent: https.Agent }> | undefined;
+  private readonly tlsOptions: https.AgentOptions;
   private readonly baseHeaders: Record<string, string>;
   private readonly gzipLevel: number;
   private readonly useGzip: boolean;
@@ -49,14 +51,15 @@ export class HttpClient {
   constructor(cfg: Config) {
     const maxSockets = cfg.maxInFlight + 1;
     this.httpAgent = new http.Agent({ keepAlive: true, maxSockets });
-    this.httpsAgent = new https.Agent({
+    // Read now, so that a missing file is a start-up error rather than a retried send.
+    this.tlsOptions = {
       keepAlive: true,
       maxSockets,
       ca: readPem(cfg.tls.caFile, 'TLS_CA_FILE'),
       cert: readPem(cfg.tls.certFile, 'TLS_CERT_FILE'),
       key: readPem(cfg.tls.keyFile, 'TLS_KEY_FILE'),
       rejectUnauthorized: !cfg.tls.insecureSkipVerify,
-    });
+    };
     this.baseHeaders = { 'user-agent': 'jobharvest-sidecar', ...cfg.headers };
     if (cfg.auth.token) this.baseHeaders.authorization = `${cfg.auth.scheme} ${cfg.auth.token}`;
     else if (cfg.auth.username) {
@@ -76,12 +79,12 @@ export class HttpClient {
       headers['content-encoding'] = 'gzip';
     }
     headers['content-length'] = String(payload.length);
-    const isHttps = url.protocol === 'https:';
+    const tls = url.protocol === 'https:' ? await this.https() : undefined;
     return new Promise<HttpResponse>((resolve, reject) => {
-      const req = (isHttps ? https : http).request(url, {
+      const req = (tls ? tls.https : http).request(url, {
         method: 'POST',
         headers,
-        agent: isHttps ? this.httpsAgent : this.httpAgent,
+        agent: tls ? tls.agent : this.httpAgent,
         signal: opts.signal,
       });
       req.setTimeout(this.timeoutMs, () => req.destroy(new Error(`no answer within ${this.timeoutMs} ms`)));
@@ -100,9 +103,17 @@ export class HttpClient {
     });
   }
 
+  private https(): Promise<{ https: typeof https; agent: https.Agent }> {
+    this.httpsAgent ??= import('node:https').then((mod) => {
+      const h = ((mod as unknown as { default?: typeof https }).default ?? mod) as typeof https;
+      return { https: h, agent: new h.Agent(this.tlsOptions) };
+    });
+    return this.httpsAgent;
+  }
+
   close(): void {
     this.httpAgent.destroy();
-    this.httpsAgent.destroy();
+    void this.httpsAgent?.then((t) => t.agent.destroy());
   }
 }
 

@@ -27,28 +27,70 @@ export function flagFields(flags: number): string {
   return s;
 }
 
+const MESSAGE_FIELD = Buffer.from('","message":');
+const QUOTE = Buffer.from('"');
+
 /** Encodes records as JSON documents; remembers the metadata tail of the last file it saw. */
 export class DocumentEncoder {
   private lastFile: FileMeta | undefined;
   private tail = '';
+  /** The tail plus the newline that ends an NDJSON line, encoded once per file. */
+  private tailLine: Buffer = Buffer.alloc(0);
+  /** `,"stream":"<stream>","id":"<id prefix>` of the current file, by stream. */
+  private streamId: Record<string, Buffer> = {};
   private readonly tails = new Map<string, string>();
+  private readonly head: Buffer;
 
   constructor(
     private readonly identity: Identity,
     private readonly timeField = '@timestamp',
-  ) {}
+  ) {
+    this.head = Buffer.from('{"' + timeField + '":"');
+  }
+
+  private fileChanged(file: FileMeta): void {
+    this.lastFile = file;
+    const k = `${file.container}\0${file.restart}`;
+    let t = this.tails.get(k);
+    if (t === undefined) {
+      t = ',' + JSON.stringify(metadataFields(this.identity, file)).slice(1);
+      this.tails.set(k, t);
+    }
+    this.tail = t;
+    this.tailLine = Buffer.from(t + '\n');
+    this.streamId = {};
+  }
+
+  private streamIdOf(r: LogRecord): Buffer {
+    let b = this.streamId[r.stream];
+    if (b === undefined) {
+      b = Buffer.from(`,"stream":${JSON.stringify(r.stream)},"id":${JSON.stringify(r.file.idPrefix).slice(0, -1)}`);
+      this.streamId[r.stream] = b;
+    }
+    return b;
+  }
+
+  /**
+   * One NDJSON line straight into the body: the same bytes as
+   * encode(r) + '\n' without building the document as a string first,
+   * which at half a million records a second is most of the garbage.
+   */
+  writeLine(body: BodyBuilder, r: LogRecord): void {
+    if (r.file !== this.lastFile) this.fileChanged(r.file);
+    body.bytes(this.head);
+    // ts is validated to [0-9TZ:.+-] by the parser (or made by toISOString), so it needs no escaping.
+    body.ascii(r.ts);
+    body.bytes(MESSAGE_FIELD);
+    body.jsonString(r.message);
+    body.bytes(this.streamIdOf(r));
+    body.uint(r.offset);
+    body.bytes(QUOTE);
+    if (r.flags !== 0) body.ascii(flagFields(r.flags));
+    body.bytes(this.tailLine);
+  }
 
   encode(r: LogRecord): string {
-    if (r.file !== this.lastFile) {
-      this.lastFile = r.file;
-      const k = `${r.file.container}\0${r.file.restart}`;
-      let t = this.tails.get(k);
-      if (t === undefined) {
-        t = ',' + JSON.stringify(metadataFields(this.identity, r.file)).slice(1);
-        this.tails.set(k, t);
-      }
-      this.tail = t;
-    }
+    if (r.file !== this.lastFile) this.fileChanged(r.file);
     // ts is validated to [0-9TZ:.+-] by the parser, so it needs no escaping.
     let s = '{"' + this.timeField + '":"' + r.ts + '","message":' + JSON.stringify(r.message) + ',"stream":"' + r.stream + '","id":"' + r.file.idPrefix + r.offset + '"';
     if (r.flags !== 0) s += flagFields(r.flags);
@@ -58,7 +100,7 @@ export class DocumentEncoder {
   /** NDJSON body for many records. */
   lines(records: readonly LogRecord[], sizeHint = 0): Buffer {
     const body = new BodyBuilder(sizeHint || records.length * 512);
-    for (const r of records) body.append(this.encode(r) + '\n');
+    for (const r of records) this.writeLine(body, r);
     return body.finish();
   }
 }

@@ -10,6 +10,8 @@ import { DocumentEncoder } from './document.ts';
 import { attempt } from './http-result.ts';
 import type { SendResult, Sink, SinkContext } from './types.ts';
 
+const ACTION_END = Buffer.from('"}}\n');
+
 /** Keeps the answer small: only what the per-item decision needs. */
 const FILTER_PATH = 'errors,items.*.status,items.*.error.type,items.*.error.reason';
 
@@ -19,10 +21,14 @@ interface BulkItem {
 }
 
 export function encodeBulk(encoder: DocumentEncoder, index: string, records: readonly LogRecord[]): Buffer {
-  const indexJson = JSON.stringify(index);
+  const action = Buffer.from(`{"create":{"_index":${JSON.stringify(index)},"_id":"`);
   const body = new BodyBuilder(records.length * 600);
   for (const r of records) {
-    body.append(`{"create":{"_index":${indexJson},"_id":"${r.file.idPrefix}${r.offset}"}}\n` + encoder.encode(r) + '\n');
+    body.bytes(action);
+    body.ascii(r.file.idPrefix);
+    body.uint(r.offset);
+    body.bytes(ACTION_END);
+    encoder.writeLine(body, r);
   }
   return body.finish();
 }

@@ -1,0 +1,50 @@
+// The NDJSON body is written straight into a buffer; it must be byte for byte
+// what JSON.stringify-based encoding gives, whatever the message holds.
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { BodyBuilder } from '../body.ts';
+import { FLAG_MALFORMED, FLAG_TRUNCATED } from '../record.ts';
+import { DocumentEncoder } from '../sinks/document.ts';
+import { encodeBulk } from '../sinks/elasticsearch.ts';
+import { makeMeta, makeRecord, testConfig } from './helpers.ts';
+
+const identity = testConfig().identity;
+
+describe('DocumentEncoder.writeLine', () => {
+  it('writes exactly encode(r) + newline for any message, stream, flags and offset', () => {
+    const files = [makeMeta('main', 0), makeMeta('init-ü', 3, 'fp2')];
+    const record = fc.record({
+      message: fc.oneof(fc.string(), fc.string({ unit: 'binary' }), fc.string({ unit: 'grapheme' }), fc.constantFrom('"', '\\', '\u0000', '\u2028', '\ud800', 'a\udc00b', '😀', '\u007f')),
+      stream: fc.constantFrom('stdout', 'stderr', 'unknown') as fc.Arbitrary<'stdout' | 'stderr' | 'unknown'>,
+      flags: fc.constantFrom(0, FLAG_TRUNCATED, FLAG_MALFORMED | FLAG_TRUNCATED),
+      offset: fc.nat({ max: Number.MAX_SAFE_INTEGER }),
+      file: fc.constantFrom(...files),
+    });
+    fc.assert(
+      fc.property(fc.array(record, { maxLength: 20 }), (recs) => {
+        const records = recs.map((r) => makeRecord(r.message, r));
+        const enc = new DocumentEncoder(identity);
+        const expected = records.map((r) => new DocumentEncoder(identity).encode(r) + '\n').join('');
+        expect(enc.lines(records).toString('utf8')).toBe(expected);
+        for (const line of expected.split('\n').filter(Boolean)) expect(() => JSON.parse(line)).not.toThrow();
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('grows the body when a record is larger than the size hint', () => {
+    const enc = new DocumentEncoder(identity);
+    const big = makeRecord('x'.repeat(300_000));
+    const body = new BodyBuilder(16);
+    enc.writeLine(body, big);
+    enc.writeLine(body, makeRecord('tail'));
+    expect(body.finish().toString('utf8')).toBe(enc.encode(big) + '\n' + enc.encode(makeRecord('tail')) + '\n');
+  });
+
+  it('the _bulk body pairs a create action carrying the record id with the document', () => {
+    const enc = new DocumentEncoder(identity);
+    const r = makeRecord('hello "you"', { offset: 1234 });
+    const text = encodeBulk(enc, 'logs-ü', [r]).toString('utf8');
+    expect(text).toBe(`{"create":{"_index":"logs-ü","_id":"${r.file.idPrefix}1234"}}\n${enc.encode(r)}\n`);
+  });
+});
