@@ -3,6 +3,7 @@
 import { ConfigError, loadConfig, usage } from './config.ts';
 import { log } from './log.ts';
 import { Pipeline } from './pipeline.ts';
+import { markStarted, waitStarted } from './started.ts';
 
 function fail(message: string, code = 2): never {
   log.error(message);
@@ -12,6 +13,11 @@ function fail(message: string, code = 2): never {
 async function main(argv: readonly string[]): Promise<void> {
   if (argv.includes('--help') || argv.includes('-h')) {
     process.stdout.write(usage());
+    return;
+  }
+  if (argv[0] === '--wait-started') {
+    const ok = await waitStarted(process.env);
+    if (!ok) log.warn('the sidecar did not report started in time; letting the pod go on');
     return;
   }
   if (argv.length > 0) fail(`unknown argument '${argv[0]}'; all settings come from the environment, see --help`);
@@ -40,6 +46,7 @@ async function main(argv: readonly string[]): Promise<void> {
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+  markStarted(process.env);
   try {
     const cfg = loadConfig(process.env);
     log.setLevel(cfg.logLevel);

@@ -45,7 +45,11 @@ const configSchema = z
       .object({
         image: z.string().default('jobharvest:0.1.0'),
         imagePullPolicy: z.enum(['Always', 'IfNotPresent', 'Never']).default('IfNotPresent'),
-        args: z.array(z.string()).default(['/app/sidecar.mjs']),
+        // V8's default young generation alone would exceed the sidecar's memory
+        // limit on a large node; the live heap is under 20 MiB.
+        args: z.array(z.string()).default(['--max-semi-space-size=1', '--max-old-space-size=48', '/app/sidecar.mjs']),
+        // postStart hook: the kubelet starts the Job's containers only after it returns.
+        startedCommand: z.array(z.string()).default(['/nodejs/bin/node', '/app/sidecar.mjs', '--wait-started']),
         runAsUser: z.number().int().min(1).default(65532),
         resources: z
           .object({ requests: resourceList.optional(), limits: resourceList.optional() })
@@ -57,7 +61,8 @@ const configSchema = z
       .default({
         image: 'jobharvest:0.1.0',
         imagePullPolicy: 'IfNotPresent',
-        args: ['/app/sidecar.mjs'],
+        args: ['--max-semi-space-size=1', '--max-old-space-size=48', '/app/sidecar.mjs'],
+        startedCommand: ['/nodejs/bin/node', '/app/sidecar.mjs', '--wait-started'],
         runAsUser: 65532,
         resources: { requests: { cpu: '10m', memory: '32Mi' }, limits: { memory: '128Mi' } },
         stateSizeLimit: '64Mi',

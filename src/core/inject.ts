@@ -75,6 +75,10 @@ export function inject({ job: input, settings, mode, config }: InjectParams): { 
     imagePullPolicy: config.sidecar.imagePullPolicy,
     args: [...config.sidecar.args],
     restartPolicy: 'Always',
+    // The kubelet starts the next container only when this hook returns, and the
+    // sidecar lets it return once its SIGTERM handler is in place: a Job that
+    // finishes at once still gets its logs drained.
+    ...(config.sidecar.startedCommand.length > 0 ? { lifecycle: { postStart: { exec: { command: [...config.sidecar.startedCommand] } } } } : {}),
     env: sidecarEnv(settings, mode, config),
     resources: copyResources(config.sidecar.resources),
     securityContext: {

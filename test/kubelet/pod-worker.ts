@@ -6,6 +6,7 @@
  * period, and only then the terminal phase.
  */
 import type { CoreV1Api, V1Container, V1Pod } from '@kubernetes/client-node';
+import { spawn } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { PodLogWriter, type ContainerLogWriter } from '../support/kubelet-log-writer.ts';
 import { ContainerInstance, type InstanceResult } from './container.ts';
@@ -18,6 +19,7 @@ import { join } from 'node:path';
 export type KubeletEvent =
   | { t: number; uid: string; pod: string; namespace: string; type: 'start'; container: string; restart: number; pid: number | undefined }
   | { t: number; uid: string; pod: string; namespace: string; type: 'exit'; container: string; restart: number; exitCode: number; signal: string | null }
+  | { t: number; uid: string; pod: string; namespace: string; type: 'postStart'; container: string; restart: number; exitCode: number; ms: number }
   | { t: number; uid: string; pod: string; namespace: string; type: 'signal'; container: string; restart: number; signal: string }
   | { t: number; uid: string; pod: string; namespace: string; type: 'phase'; phase: Phase }
   | { t: number; uid: string; pod: string; namespace: string; type: 'removed' };
@@ -366,6 +368,33 @@ export class PodWorker {
   }
 
   /**
+   * The postStart exec hook: run in the container's environment while the
+   * container runs. A hook that fails kills the container, which is then
+   * restarted per its restart policy, as on a real node.
+   */
+  private async postStart(c: V1Container, env: Record<string, string>, cwd: string, inst: ContainerInstance): Promise<void> {
+    const command = c.lifecycle?.postStart?.exec?.command;
+    if (!command || command.length === 0) return;
+    const { argv } = await this.prepare({ ...c, command, args: [] });
+    const [cmd, ...args] = argv;
+    const started = Date.now();
+    const code = await new Promise<number>((resolve) => {
+      const hook = spawn(cmd!, args, { cwd, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env }, stdio: 'ignore' });
+      const timer = setTimeout(() => hook.kill('SIGKILL'), 30_000);
+      hook.once('error', () => resolve(127));
+      hook.once('close', (code) => {
+        clearTimeout(timer);
+        resolve(code ?? 137);
+      });
+    });
+    this.emit({ type: 'postStart', container: c.name, restart: this.records.get(c.name)?.restartCount ?? 0, exitCode: code, ms: Date.now() - started });
+    if (code !== 0) {
+      this.ctx.log(`${this.namespace}/${this.name} ${c.name}: postStart hook exited ${code}; killing the container (FailedPostStartHook)`);
+      inst.kill();
+    }
+  }
+
+  /**
    * One run of a container, from creation to exit. Returns undefined when it
    * could not be created before the pod stopped.
    */
@@ -402,6 +431,8 @@ export class PodWorker {
     rec.started(inst.startedAt);
     this.emit({ type: 'start', container: c.name, restart: rec.restartCount, pid: inst.pid });
     this.updateStatus();
+    // As the kubelet does: the next container starts only once postStart returned.
+    await this.postStart(c, prepared.env, cwd, inst);
     onStart?.();
     const res = await inst.done;
     rec.finished({ exitCode: res.exitCode, reason: res.reason, message: res.message, startedAt: res.startedAt, finishedAt: res.finishedAt });

@@ -1,3 +1,4 @@
+import { defaultConfig } from '../../src/core/config.ts';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -85,8 +86,11 @@ export class SidecarProcess {
     set('SINK', opts.sink);
     set('ENDPOINT', opts.endpoint);
     for (const [k, v] of Object.entries(opts.settings ?? {})) set(k as EnvKey, v);
+    // The node flags the webhook injects (config sidecar.args), so tests and the
+    // bench run the sidecar exactly as a pod does.
+    const nodeFlags = defaultConfig().sidecar.args.filter((a) => a.startsWith('--'));
     const cmd = opts.cpus ? 'taskset' : process.execPath;
-    const args = opts.cpus ? ['-c', opts.cpus, process.execPath, bundle] : [bundle];
+    const args = opts.cpus ? ['-c', opts.cpus, process.execPath, ...nodeFlags, bundle] : [...nodeFlags, bundle];
     const child = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
     track(child);
     const p = new SidecarProcess(child);

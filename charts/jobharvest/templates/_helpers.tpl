@@ -77,7 +77,8 @@ Empty strings are left out, so that the webhook's own defaults apply to them.
 {{- $sidecar := dict
   "image" (include "jobharvest.sidecarImage" .)
   "imagePullPolicy" (default .Values.image.pullPolicy .Values.sidecar.imagePullPolicy)
-  "args" (list "/app/sidecar.mjs")
+  "args" (list "--max-semi-space-size=1" "--max-old-space-size=48" "/app/sidecar.mjs")
+  "startedCommand" (list "/nodejs/bin/node" "/app/sidecar.mjs" "--wait-started")
   "runAsUser" .Values.sidecar.runAsUser
   "resources" .Values.sidecar.resources
   "stateSizeLimit" .Values.sidecar.stateSizeLimit
