@@ -124,8 +124,14 @@ describe('the runtime image layout', () => {
     const cmd = execForm(runtime, 'CMD');
     expect(cmd.slice(0, 2)).toEqual(['/app/jobharvest.mjs', 'webhook']);
     expect(existsSync(inImage(cmd[0]!))).toBe(true);
-    const sidecarArgs = defaultConfig().sidecar.args;
-    expect(existsSync(inImage(sidecarArgs[0]!))).toBe(true);
+    const { args, startedCommand } = defaultConfig().sidecar;
+    // args = node flags, then the script; the image's entry point is node.
+    const script = args.find((a) => !a.startsWith('-'));
+    expect(script).toBe('/app/sidecar.mjs');
+    expect(existsSync(inImage(script!))).toBe(true);
+    // The postStart hook runs the image's own node on the same script.
+    expect(startedCommand[0]).toBe(execForm(runtime, 'ENTRYPOINT')[0]);
+    expect(existsSync(inImage(startedCommand[1]!))).toBe(true);
     expect(existsSync(join(app, 'chunks'))).toBe(true);
     expect(readdirSync(app, { recursive: true }).filter((f) => String(f).endsWith('.map'))).toEqual([]);
   });
