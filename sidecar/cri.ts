@@ -1,8 +1,9 @@
 // CRI log decoding: `<RFC3339Nano> <stdout|stderr> <P|F>[:tags] <text>\n`.
 // Works on raw bytes with indexOf so that a 1 MiB chunk turns into records
-// without a regex or an intermediate string per line. Never throws on input:
+// without a regex or an intermediate string per line: a record points into
+// the chunk, so callers hand over each chunk and never write to it again. Never throws on input:
 // anything that is not CRI becomes a raw "malformed" record.
-import { FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type FileMeta, type LogRecord, type Stream } from './record.ts';
+import { CriRecord, FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type FileMeta, type LogRecord, type Stream } from './record.ts';
 
 const NL = 10;
 const SP = 32;
@@ -12,7 +13,8 @@ const F = 70;
 
 interface Pending {
   start: number;
-  ts: string;
+  /** The first fragment's timestamp bytes (a copy). */
+  ts: Buffer;
   parts: Buffer[];
   bytes: number;
   dropped: number;
@@ -46,6 +48,16 @@ export function utf8Prefix(buf: Buffer, max: number): number {
     }
   }
   return len;
+}
+
+/** `head` then the first `keep` bytes of `body`, then `tail`, in one new buffer: the rare records that are not a plain slice of a chunk. */
+function joined(head: Buffer, body: Buffer, keep: number, tail?: string): Buffer {
+  const t = tail === undefined ? 0 : Buffer.byteLength(tail, 'latin1');
+  const out = Buffer.allocUnsafe(head.length + keep + t);
+  head.copy(out, 0);
+  body.copy(out, head.length, 0, keep);
+  if (tail !== undefined) out.write(tail, head.length + keep, 'latin1');
+  return out;
 }
 
 export function isTimestamp(b: Buffer, s: number, e: number): boolean {
@@ -201,7 +213,7 @@ export class CriDecoder {
     const isOut = stream === 'stdout';
     const pending = isOut ? this.pendingOut : this.pendingErr;
     if (tag === P) {
-      const p = pending ?? { start, ts: b.toString('latin1', s, sp1), parts: [], bytes: 0, dropped: 0, lineBytes: 0 };
+      const p = pending ?? { start, ts: Buffer.from(b.subarray(s, sp1)), parts: [], bytes: 0, dropped: 0, lineBytes: 0 };
       if (!pending) {
         if (isOut) this.pendingOut = p;
         else this.pendingErr = p;
@@ -221,17 +233,15 @@ export class CriDecoder {
       return;
     }
     const msgLen = e - msgStart;
-    let message: string;
-    let flags = 0;
     if (msgLen > this.maxRecordBytes || dropped > 0) {
-      const cut = utf8Prefix(b.subarray(msgStart, e), this.maxRecordBytes);
-      message = b.toString('utf8', msgStart, msgStart + cut) + truncationMarker(msgLen - cut + dropped);
-      flags = FLAG_TRUNCATED;
+      const msg = b.subarray(msgStart, e);
+      const cut = utf8Prefix(msg, this.maxRecordBytes);
+      const src = joined(b.subarray(s, sp1), msg, cut, truncationMarker(msgLen - cut + dropped));
       this.stats.truncated++;
-    } else {
-      message = b.toString('utf8', msgStart, e);
+      out.push(new CriRecord(this.file, start, stream, src, 0, sp1 - s, sp1 - s, src.length, size, this.safe(end), FLAG_TRUNCATED));
+      return;
     }
-    out.push({ file: this.file, offset: start, ts: b.toString('latin1', s, sp1), stream, message, size, safe: this.safe(end), flags });
+    out.push(new CriRecord(this.file, start, stream, b, s, sp1, msgStart, e, size, this.safe(end), 0));
   }
 
   private appendPart(p: Pending, b: Buffer, s: number, e: number): void {
@@ -247,32 +257,33 @@ export class CriDecoder {
 
   private finish(p: Pending, stream: Stream, extraFlags: number, safe: number): LogRecord {
     const whole = p.parts.length === 1 ? p.parts[0]! : Buffer.concat(p.parts, p.bytes);
-    let message: string;
     let flags = extraFlags;
+    let src: Buffer;
     if (p.dropped > 0) {
       const keep = utf8Prefix(whole, whole.length);
-      message = whole.toString('utf8', 0, keep) + truncationMarker(p.dropped + whole.length - keep);
+      src = joined(p.ts, whole, keep, truncationMarker(p.dropped + whole.length - keep));
       flags |= FLAG_TRUNCATED;
       this.stats.truncated++;
     } else {
-      message = whole.toString('utf8');
+      src = joined(p.ts, whole, whole.length);
     }
-    return { file: this.file, offset: p.start, ts: p.ts, stream, message, size: p.lineBytes, safe, flags };
+    return new CriRecord(this.file, p.start, stream, src, 0, p.ts.length, p.ts.length, src.length, p.lineBytes, safe, flags);
   }
 
   private malformed(b: Buffer, s: number, e: number, start: number, size: number, dropped: number, out: LogRecord[]): void {
     this.stats.malformed++;
     let flags = FLAG_MALFORMED;
-    let message: string;
-    const len = e - s;
-    if (len > this.maxRecordBytes || dropped > 0) {
-      const cut = utf8Prefix(b.subarray(s, e), this.maxRecordBytes);
-      message = b.toString('utf8', s, s + cut) + truncationMarker(len - cut + dropped);
+    const line = b.subarray(s, e);
+    const ts = Buffer.from(this.now(), 'latin1');
+    let src: Buffer;
+    if (line.length > this.maxRecordBytes || dropped > 0) {
+      const cut = utf8Prefix(line, this.maxRecordBytes);
+      src = joined(ts, line, cut, truncationMarker(line.length - cut + dropped));
       flags |= FLAG_TRUNCATED;
       this.stats.truncated++;
     } else {
-      message = b.toString('utf8', s, e);
+      src = joined(ts, line, line.length);
     }
-    out.push({ file: this.file, offset: start, ts: this.now(), stream: 'unknown', message, size, safe: this.safe(start + size), flags });
+    out.push(new CriRecord(this.file, start, 'unknown', src, 0, ts.length, ts.length, src.length, size, this.safe(start + size), flags));
   }
 }

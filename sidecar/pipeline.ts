@@ -66,6 +66,7 @@ export class Pipeline {
   private metrics: { close(): Promise<void> } | undefined;
   private draining: Promise<Summary> | undefined;
   private idleCheck = false;
+  private sealOnIdle = false;
 
   constructor(
     readonly config: Config,
@@ -134,6 +135,16 @@ export class Pipeline {
   private readonly sendIfIdle = (): void => {
     this.idleCheck = false;
     if (this.delivery.inFlightCount === 0 && !this.delivery.saturated) this.batcher.seal();
+    else if (!this.sealOnIdle) {
+      // Like Nagle once the last segment is acknowledged: when the pipe empties,
+      // what gathered meanwhile goes at once. Otherwise the tail of a burst (the
+      // end of a file above all) would sit out BATCH_MAX_WAIT_MS.
+      this.sealOnIdle = true;
+      void this.delivery.idle().then(() => {
+        this.sealOnIdle = false;
+        this.batcher.seal();
+      });
+    }
   };
 
   /**

@@ -71,7 +71,8 @@ export class NodeSource implements LogSource {
       maxRecordBytes: cfg.maxRecordBytes,
       pollMs: cfg.pollMs,
       stats: opts.stats,
-      buffer: Buffer.allocUnsafe(CHUNK_BYTES),
+      buffer: Buffer.allocUnsafeSlow(CHUNK_BYTES),
+      keep: (n) => this.keep(n),
       identify: (c, r, fp) => this.identify(c, r, fp),
       emit: (records) => opts.emit(records),
       release: (state, end, complete) => {
@@ -142,6 +143,19 @@ export class NodeSource implements LogSource {
 
   get describe(): Record<string, unknown> {
     return { mode: 'node', logDir: this.opts.config.logDir };
+  }
+
+  /**
+   * A big read gives the buffer away (the records hold it until they are
+   * acknowledged) and reading goes on in a new one; a small read, a live
+   * file's few new lines, is copied out, so that a trickle of lines does not
+   * pin a megabyte per read.
+   */
+  private keep(n: number): Buffer {
+    const buf = this.env.buffer;
+    if (n < CHUNK_BYTES / 4) return Buffer.from(buf.subarray(0, n));
+    this.env.buffer = Buffer.allocUnsafeSlow(CHUNK_BYTES);
+    return buf.subarray(0, n);
   }
 
   private identify(container: string, restart: number, fp: string): Identified {

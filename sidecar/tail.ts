@@ -36,8 +36,14 @@ export interface TailEnv {
   readonly maxRecordBytes: number;
   readonly pollMs: number;
   readonly stats: Stats;
-  /** Shared read buffer: the source reads one chunk at a time. */
-  readonly buffer: Buffer;
+  /** Read buffer shared by the tails: the source reads one chunk at a time. */
+  buffer: Buffer;
+  /**
+   * The first `n` bytes of `buffer` as a buffer of their own: records point
+   * into the chunks they were parsed from, so a chunk must never be read
+   * into again.
+   */
+  keep(n: number): Buffer;
   identify(container: string, restart: number, fingerprint: string): Identified;
   emit(records: LogRecord[]): Promise<void>;
   release(state: FileState, end: number, complete: boolean): void;
@@ -100,7 +106,7 @@ export class PlainTail implements Tail {
     if (bytesRead > 0) {
       this.eofSince = 0;
       const out: LogRecord[] = [];
-      d.push(buf.subarray(0, bytesRead), out);
+      d.push(this.env.keep(bytesRead), out);
       this.env.stats.bytesRead += bytesRead;
       await this.env.emit(out);
       return 'progress';

@@ -4,7 +4,7 @@
 // per-file metadata encoded once, because this runs for every line.
 import { BodyBuilder } from '../body.ts';
 import type { Identity } from '../config.ts';
-import { FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type FileMeta, type LogRecord } from '../record.ts';
+import { CriRecord, FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type FileMeta, type LogRecord } from '../record.ts';
 
 export function metadataFields(identity: Identity, file: Pick<FileMeta, 'container' | 'restart'>): Record<string, string | number> {
   const fields: Record<string, string | number> = {
@@ -79,9 +79,16 @@ export class DocumentEncoder {
     if (r.file !== this.lastFile) this.fileChanged(r.file);
     body.bytes(this.head);
     // ts is validated to [0-9TZ:.+-] by the parser (or made by toISOString), so it needs no escaping.
-    body.ascii(r.ts);
-    body.bytes(MESSAGE_FIELD);
-    body.jsonString(r.message);
+    if (r instanceof CriRecord) {
+      // Parsed lines are copied from the bytes they were read as; only non-ASCII messages become strings.
+      body.copy(r.src, r.tsAt, r.tsEnd);
+      body.bytes(MESSAGE_FIELD);
+      if (!body.jsonBytes(r.src, r.msgAt, r.msgEnd)) body.jsonString(r.message);
+    } else {
+      body.ascii(r.ts);
+      body.bytes(MESSAGE_FIELD);
+      body.jsonString(r.message);
+    }
     body.bytes(this.streamIdOf(r));
     body.uint(r.offset);
     body.bytes(QUOTE);

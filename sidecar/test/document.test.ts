@@ -3,7 +3,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { BodyBuilder } from '../body.ts';
-import { FLAG_MALFORMED, FLAG_TRUNCATED } from '../record.ts';
+import { CriDecoder } from '../cri.ts';
+import { CriRecord, FLAG_MALFORMED, FLAG_TRUNCATED, type LogRecord } from '../record.ts';
 import { DocumentEncoder } from '../sinks/document.ts';
 import { encodeBulk } from '../sinks/elasticsearch.ts';
 import { makeMeta, makeRecord, testConfig } from './helpers.ts';
@@ -27,6 +28,28 @@ describe('DocumentEncoder.writeLine', () => {
         const expected = records.map((r) => new DocumentEncoder(identity).encode(r) + '\n').join('');
         expect(enc.lines(records).toString('utf8')).toBe(expected);
         for (const line of expected.split('\n').filter(Boolean)) expect(() => JSON.parse(line)).not.toThrow();
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('parsed records, written from their bytes, give the same line as their ts and message strings', () => {
+    // Any bytes: ASCII with every escape, valid multi-byte UTF-8, and invalid sequences (decoded to U+FFFD).
+    const message = fc.oneof(
+      fc.uint8Array({ maxLength: 64 }).map((a) => Buffer.from(a.map((c) => (c === 10 ? 32 : c)))),
+      fc.string({ unit: 'grapheme' }).map((t) => Buffer.from(t.replaceAll('\n', ' '))),
+      fc.constantFrom(...['"', '\\', '\u0000', '\u001f', '\t\r', '\u007f', 'plain ascii'].map((t) => Buffer.from(t))),
+    );
+    fc.assert(
+      fc.property(fc.array(fc.tuple(message, fc.constantFrom('stdout', 'stderr'), fc.boolean()), { minLength: 1, maxLength: 20 }), (lines) => {
+        const chunk = Buffer.concat(lines.map(([m, stream, cri]) => (cri ? Buffer.concat([Buffer.from(`2024-05-06T07:08:09.123456789Z ${stream} F `), m, Buffer.from('\n')]) : Buffer.concat([Buffer.from('junk '), m, Buffer.from('\n')]))));
+        const out: LogRecord[] = [];
+        const dec = new CriDecoder(makeMeta(), 0, 32 * 1024, undefined, () => '2024-01-01T00:00:00.000Z');
+        dec.push(chunk, out);
+        expect(out.every((r) => r instanceof CriRecord)).toBe(true);
+        const asStrings = out.map((r) => makeRecord(r.message, { ts: r.ts, stream: r.stream, offset: r.offset, flags: r.flags, file: r.file }));
+        const enc = new DocumentEncoder(identity);
+        expect(enc.lines(out).toString('utf8')).toBe(new DocumentEncoder(identity).lines(asStrings).toString('utf8'));
       }),
       { numRuns: 300 },
     );
