@@ -4,7 +4,8 @@
 // copying. Finished bodies are recycled: allocating and freeing megabyte
 // buffers for every request fragments the C heap and inflates RSS.
 
-const POOL_MAX = 16;
+// A few more than MAX_IN_FLIGHT's default: a body is handed back once compressed.
+const POOL_MAX = 8;
 const MIN_POOLED = 64 * 1024;
 const pool: Buffer[] = [];
 
@@ -26,6 +27,15 @@ const ESCAPE = 1;
 const NON_ASCII = 2;
 const BYTE_KIND = new Uint8Array(256);
 for (let c = 0; c < 256; c++) BYTE_KIND[c] = c >= 0x80 ? NON_ASCII : c < 0x20 || c === 34 || c === 92 ? ESCAPE : 0;
+
+/** recycleBody(body) the first time the returned function is called, and never again. */
+export function releaser(body: Buffer): () => void {
+  let held = true;
+  return () => {
+    if (held) recycleBody(body);
+    held = false;
+  };
+}
 
 export class BodyBuilder {
   private buf: Buffer;

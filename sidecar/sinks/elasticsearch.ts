@@ -3,7 +3,7 @@
 // results decide each record's fate: 409 is "already stored", 429/5xx are
 // retried, other failures go to the dead-letter file.
 import { isRetryableStatus, parseRetryAfter } from '../backoff.ts';
-import { BodyBuilder, recycleBody } from '../body.ts';
+import { BodyBuilder, releaser } from '../body.ts';
 import type { LogRecord } from '../record.ts';
 import { withPath } from '../transport.ts';
 import { DocumentEncoder } from './document.ts';
@@ -78,7 +78,8 @@ export function createSink(ctx: SinkContext): Sink {
   return {
     async send(records, signal) {
       const body = encodeBulk(encoder, ctx.config.esIndex, records);
-      const { result, response } = await attempt(() => client.post(url, body, { contentType: 'application/x-ndjson', signal })).finally(() => recycleBody(body));
+      const release = releaser(body);
+      const { result, response } = await attempt(() => client.post(url, body, { contentType: 'application/x-ndjson', signal, release })).finally(release);
       if (result.kind !== 'ok' || !response) return result;
       // A 2xx with no body carries no per-item errors to act on.
       if (response.body.length === 0) return { kind: 'ok' };

@@ -1,5 +1,5 @@
 // Generic sink: POST the batch as NDJSON, one flat JSON document per record.
-import { recycleBody } from '../body.ts';
+import { releaser } from '../body.ts';
 import { DocumentEncoder } from './document.ts';
 import { attempt } from './http-result.ts';
 import type { Sink, SinkContext } from './types.ts';
@@ -11,11 +11,12 @@ export function createSink(ctx: SinkContext): Sink {
   return {
     async send(records, signal) {
       const body = encoder.lines(records);
+      const release = releaser(body);
       try {
-        const { result } = await attempt(() => client.post(url, body, { contentType: 'application/x-ndjson', signal }));
+        const { result } = await attempt(() => client.post(url, body, { contentType: 'application/x-ndjson', signal, release }));
         return result;
       } finally {
-        recycleBody(body);
+        release();
       }
     },
   };
