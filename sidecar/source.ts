@@ -15,8 +15,12 @@ import { fileKey, idPrefix, type LogRecord } from './record.ts';
 import type { Stats } from './stats.ts';
 import { GzTail, PlainTail, type FileState, type Identified, type Tail, type TailEnv } from './tail.ts';
 
-/** Big reads keep syscalls and per-chunk work rare. */
-export const CHUNK_BYTES = 1024 * 1024;
+/**
+ * Big enough that syscalls and per-chunk work stay rare; small because records
+ * hold their chunk until acknowledged, so every in-flight batch pins one or two
+ * chunks (measured: 256 KiB beats 1 MiB on RSS by 8 MiB and on CPU too).
+ */
+export const CHUNK_BYTES = 256 * 1024;
 
 /** Scans in a row a finished file must be absent before its checkpoint entry is dropped. */
 const PRUNE_AFTER_SCANS = 3;
