@@ -82,23 +82,17 @@ export class BodyBuilder {
 
   /** A non-negative safe integer in decimal, digits written in place. */
   uint(v: number): void {
-    // Integer division is cheap for int32 values; larger ones (offsets past 2 GiB) take the float path for their top digits.
-    let digits = 1;
-    for (let x = v; x >= 10; x = Math.floor(x / 10)) digits++;
+    // Offsets past 2 GiB are rare enough for the generic conversion; below, int32 arithmetic is cheap.
+    if (v > 0x7fffffff) return this.ascii(String(v));
+    const digits = v < 100000 ? (v < 100 ? (v < 10 ? 1 : 2) : v < 1000 ? 3 : v < 10000 ? 4 : 5) : v < 10000000 ? (v < 1000000 ? 6 : 7) : v < 100000000 ? 8 : v < 1000000000 ? 9 : 10;
     this.ensure(digits);
     const buf = this.buf;
     let o = this.len + digits;
     this.len = o;
-    let x = v;
-    while (x > 0x7fffffff) {
-      const q = Math.floor(x / 10);
-      buf[--o] = 48 + (x - q * 10);
-      x = q;
-    }
-    let i = x | 0;
+    let i = v | 0;
     do {
       const q = (i / 10) | 0;
-      buf[--o] = 48 + (i - q * 10);
+      buf[--o] = 48 + i - q * 10;
       i = q;
     } while (i > 0);
   }

@@ -60,14 +60,18 @@ function joined(head: Buffer, body: Buffer, keep: number, tail?: string): Buffer
   return out;
 }
 
-export function isTimestamp(b: Buffer, s: number, e: number): boolean {
+/** digits, '+', '-', '.', ':', 'T', 'Z': keeps the text safe to splice into JSON. */
+const TS_CHAR = new Uint8Array(256);
+for (const c of '0123456789+-.:TZ') TS_CHAR[c.charCodeAt(0)] = 1;
+
+function timestampShape(b: Buffer, s: number, e: number): boolean {
   const n = e - s;
-  if (n < 20 || n > 40 || b[s + 4] !== 45 || b[s + 7] !== 45 || b[s + 10] !== 84) return false;
-  for (let i = s; i < e; i++) {
-    const c = b[i]!;
-    // digits, '+', '-', '.', ':', 'T', 'Z'; keeps the text safe to splice into JSON.
-    if (!((c >= 48 && c <= 58) || c === 43 || c === 45 || c === 46 || c === 84 || c === 90)) return false;
-  }
+  return n >= 20 && n <= 40 && b[s + 4] === 45 && b[s + 7] === 45 && b[s + 10] === 84;
+}
+
+export function isTimestamp(b: Buffer, s: number, e: number): boolean {
+  if (!timestampShape(b, s, e)) return false;
+  for (let i = s; i < e; i++) if (TS_CHAR[b[i]!] !== 1) return false;
   return true;
 }
 
@@ -195,8 +199,11 @@ export class CriDecoder {
   /** One line: content is b[s, e) without the newline; it occupies `size` file bytes from `start`. */
   private line(b: Buffer, s: number, e: number, start: number, size: number, dropped: number, out: LogRecord[]): void {
     const end = start + size;
-    const sp1 = b.indexOf(SP, s);
-    if (sp1 < 0 || sp1 >= e || !isTimestamp(b, s, sp1)) return this.malformed(b, s, e, start, size, dropped, out);
+    // One pass finds the space and checks the timestamp's characters (what isTimestamp does after an indexOf).
+    const limit = Math.min(e, s + 41);
+    let sp1 = s;
+    while (sp1 < limit && TS_CHAR[b[sp1]!] === 1) sp1++;
+    if (sp1 >= e || b[sp1] !== SP || !timestampShape(b, s, sp1)) return this.malformed(b, s, e, start, size, dropped, out);
     const stream = streamAt(b, sp1 + 1, e);
     const tagAt = sp1 + 8;
     if (stream === undefined || b[sp1 + 7] !== SP || tagAt >= e) return this.malformed(b, s, e, start, size, dropped, out);

@@ -36,6 +36,8 @@ export class DocumentEncoder {
   private tail = '';
   /** The tail plus the newline that ends an NDJSON line, encoded once per file. */
   private tailLine: Buffer = Buffer.alloc(0);
+  /** The quote that closes the id, then tailLine: one copy for the usual record without flags. */
+  private quoteTailLine: Buffer = Buffer.alloc(0);
   /** `,"stream":"<stream>","id":"<id prefix>` of the current file, by stream. */
   private streamId: Record<string, Buffer> = {};
   private readonly tails = new Map<string, string>();
@@ -58,6 +60,7 @@ export class DocumentEncoder {
     }
     this.tail = t;
     this.tailLine = Buffer.from(t + '\n');
+    this.quoteTailLine = Buffer.from('"' + t + '\n');
     this.streamId = {};
   }
 
@@ -91,9 +94,12 @@ export class DocumentEncoder {
     }
     body.bytes(this.streamIdOf(r));
     body.uint(r.offset);
-    body.bytes(QUOTE);
-    if (r.flags !== 0) body.ascii(flagFields(r.flags));
-    body.bytes(this.tailLine);
+    if (r.flags === 0) body.bytes(this.quoteTailLine);
+    else {
+      body.bytes(QUOTE);
+      body.ascii(flagFields(r.flags));
+      body.bytes(this.tailLine);
+    }
   }
 
   encode(r: LogRecord): string {
