@@ -39,6 +39,10 @@ describe('DocumentEncoder.writeLine', () => {
       fc.uint8Array({ maxLength: 64 }).map((a) => Buffer.from(a.map((c) => (c === 10 ? 32 : c)))),
       fc.string({ unit: 'grapheme' }).map((t) => Buffer.from(t.replaceAll('\n', ' '))),
       fc.constantFrom(...['"', '\\', '\u0000', '\u001f', '\t\r', '\u007f', 'plain ascii'].map((t) => Buffer.from(t))),
+      // Plain text with one byte that needs care, anywhere: the word-at-a-time scan must see it in every lane.
+      fc
+        .tuple(fc.string({ unit: fc.constantFrom(...'ab yz09=:.{}'.split('')) }), fc.constantFrom('"', '\\', '\u0001', '\u001f', '\t', 'é', '\u007f'), fc.string({ unit: fc.constantFrom(...'ab yz09=:.{}'.split('')) }))
+        .map(([a, c, z]) => Buffer.from(a + c + z)),
     );
     fc.assert(
       fc.property(fc.array(fc.tuple(message, fc.constantFrom('stdout', 'stderr'), fc.boolean()), { minLength: 1, maxLength: 20 }), (lines) => {
