@@ -190,7 +190,7 @@ describe('the rendered configuration file', () => {
       sidecar: {
         image: 'registry.example/jobharvest-sidecar:1.2.4',
         imagePullPolicy: 'IfNotPresent',
-        args: ['--max-semi-space-size=1', '--max-old-space-size=48', '/app/sidecar.mjs'],
+        args: ['--max-semi-space-size=4', '--max-old-space-size=48', '--no-concurrent-recompilation', '/app/sidecar.mjs'],
         startedCommand: ['/nodejs/bin/node', '/app/sidecar.mjs', '--wait-started'],
         runAsUser: 10001,
         resources: fullValues.sidecar.resources,

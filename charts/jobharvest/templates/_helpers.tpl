@@ -77,7 +77,7 @@ Empty strings are left out, so that the webhook's own defaults apply to them.
 {{- $sidecar := dict
   "image" (include "jobharvest.sidecarImage" .)
   "imagePullPolicy" (default .Values.image.pullPolicy .Values.sidecar.imagePullPolicy)
-  "args" (list "--max-semi-space-size=1" "--max-old-space-size=48" "/app/sidecar.mjs")
+  "args" (list "--max-semi-space-size=4" "--max-old-space-size=48" "--no-concurrent-recompilation" "/app/sidecar.mjs")
   "startedCommand" (list "/nodejs/bin/node" "/app/sidecar.mjs" "--wait-started")
   "runAsUser" .Values.sidecar.runAsUser
   "resources" .Values.sidecar.resources
