@@ -4,7 +4,7 @@ import { gzipSync } from 'node:zlib';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { CheckpointEntry } from '../checkpoint.ts';
 import type { LogRecord } from '../record.ts';
-import { NodeSource, parseLogName } from '../source.ts';
+import { CHUNK_BYTES, NodeSource, parseLogName } from '../source.ts';
 import { newStats } from '../stats.ts';
 import { cri, testConfig, tmpDir } from './helpers.ts';
 
@@ -102,6 +102,27 @@ describe('NodeSource', () => {
     expect(h.messages().sort()).toEqual([...expected(0, 8), 'line 100'].sort());
     expect(h.messages().some((m) => m.startsWith('self'))).toBe(false);
     expect(new Set(h.records.filter((r) => r.file.restart === 1).map((r) => r.file.restart))).toEqual(new Set([1]));
+  });
+
+  it('records keep their text after later reads: big chunks are handed over, small reads copied', async () => {
+    // Records point into the chunk they were parsed from and are only read
+    // here at the end: a read buffer reused too early would show up as wrong text.
+    const dir = await tmpDir();
+    await mkdir(path.join(dir, 'main'));
+    const file = path.join(dir, 'main', '0.log');
+    const big = 4 * CHUNK_BYTES;
+    let n = 0;
+    let text = '';
+    while (text.length < big) text += cri(TS(n), 'stdout', 'F', `line ${n++} ${'x'.repeat(n % 300)}`);
+    await writeFile(file, text);
+    const h = await harness(dir);
+    await waitFor(() => h.records.length === n, 'the big file');
+    for (let k = 0; k < 20; k++) {
+      await appendFile(file, cri(TS(n), 'stderr', 'F', `line ${n++} small`));
+      await waitFor(() => h.records.length === n, 'a small append');
+    }
+    expect(h.messages()).toEqual(Array.from({ length: n }, (_, i) => (i < n - 20 ? `line ${i} ${'x'.repeat((i + 1) % 300)}` : `line ${i} small`)));
+    expect(h.records.map((r) => r.ts)).toEqual(Array.from({ length: n }, (_, i) => TS(i)));
   });
 
   it('follows kubelet rotation: rename, new file, gzip, delete; every line once', async () => {
