@@ -245,10 +245,10 @@ export class CriDecoder {
       const cut = utf8Prefix(msg, this.maxRecordBytes);
       const src = joined(b.subarray(s, sp1), msg, cut, truncationMarker(msgLen - cut + dropped));
       this.stats.truncated++;
-      out.push(new CriRecord(this.file, start, stream, src, 0, sp1 - s, sp1 - s, src.length, size, this.safe(end), FLAG_TRUNCATED));
+      out.push(CriRecord.of(this.file, start, stream, src, 0, sp1 - s, sp1 - s, src.length, size, this.safe(end), FLAG_TRUNCATED));
       return;
     }
-    out.push(new CriRecord(this.file, start, stream, b, s, sp1, msgStart, e, size, this.safe(end), 0));
+    out.push(CriRecord.of(this.file, start, stream, b, s, sp1, msgStart, e, size, this.safe(end), 0));
   }
 
   private appendPart(p: Pending, b: Buffer, s: number, e: number): void {
@@ -274,7 +274,7 @@ export class CriDecoder {
     } else {
       src = joined(p.ts, whole, whole.length);
     }
-    return new CriRecord(this.file, p.start, stream, src, 0, p.ts.length, p.ts.length, src.length, p.lineBytes, safe, flags);
+    return CriRecord.of(this.file, p.start, stream, src, 0, p.ts.length, p.ts.length, src.length, p.lineBytes, safe, flags);
   }
 
   private malformed(b: Buffer, s: number, e: number, start: number, size: number, dropped: number, out: LogRecord[]): void {
@@ -291,6 +291,6 @@ export class CriDecoder {
     } else {
       src = joined(ts, line, line.length);
     }
-    out.push(new CriRecord(this.file, start, 'unknown', src, 0, ts.length, ts.length, src.length, size, this.safe(start + size), flags));
+    out.push(CriRecord.of(this.file, start, 'unknown', src, 0, ts.length, ts.length, src.length, size, this.safe(start + size), flags));
   }
 }

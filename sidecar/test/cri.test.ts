@@ -59,6 +59,15 @@ describe('CRI decoder', () => {
     ]);
   });
 
+  it('keeps timestamp, stream, flags and size of a line whose tags run over megabytes', () => {
+    const line = `${T1} stderr F:${'t'.repeat(3 << 20)} the message\n`;
+    const { records } = decode(line + cri(T2, 'stdout', 'F', 'next'), { cap: 4 << 20 });
+    expect(records.map((r) => [r.ts, r.stream, r.message, r.flags, r.offset, r.size])).toEqual([
+      [T1, 'stderr', 'the message', 0, 0, Buffer.byteLength(line)],
+      [T2, 'stdout', 'next', 0, Buffer.byteLength(line), cri(T2, 'stdout', 'F', 'next').length],
+    ]);
+  });
+
   it('forwards malformed lines raw, counts them and keeps going', () => {
     const text = 'not a cri line\n' + `${T1} stdvoid F x\n` + `${T1} stdout X x\n` + cri(T2, 'stdout', 'F', 'fine') + '\n';
     const { records, dec } = decode(text);
