@@ -1,54 +1,12 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { appendFile, mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { gunzipSync } from 'node:zlib';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CHECKPOINT_FILE } from '../checkpoint.ts';
 import { DEAD_LETTER_FILE } from '../deadletter.ts';
 import { UNSENT_REASON } from '../delivery.ts';
 import { Pipeline } from '../pipeline.ts';
 import { cri, testConfig, tmpDir } from './helpers.ts';
-
-interface Doc {
-  message: string;
-  id: string;
-  [k: string]: unknown;
-}
-
-type Handler = (docs: Doc[], req: http.IncomingMessage, res: http.ServerResponse) => boolean | void;
-
-/** Fake NDJSON receiver: stores what the handler accepts (returns true or nothing after answering 200). */
-class FakeServer {
-  readonly accepted: Doc[] = [];
-  requests = 0;
-  handler: Handler = () => true;
-  private server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      this.requests++;
-      let body = Buffer.concat(chunks);
-      if (req.headers['content-encoding'] === 'gzip') body = gunzipSync(body);
-      const docs = body.toString('utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Doc);
-      const ok = this.handler(docs, req, res);
-      if (ok === true) {
-        this.accepted.push(...docs);
-        res.writeHead(200).end('{}');
-      }
-    });
-  });
-  url = '';
-  async start(): Promise<this> {
-    await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', r));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/ingest`;
-    return this;
-  }
-  async stop(): Promise<void> {
-    this.server.closeAllConnections();
-    await new Promise((r) => this.server.close(r));
-  }
-}
+import { NdjsonReceiver, type Doc } from './ndjson-receiver.ts';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -74,12 +32,12 @@ async function waitFor(cond: () => boolean, what: string, ms = 10_000): Promise<
   }
 }
 
-async function setup(env: Record<string, string> = {}, server?: FakeServer) {
+async function setup(env: Record<string, string> = {}, server?: NdjsonReceiver) {
   const root = await tmpDir();
   const logDir = path.join(root, 'pod');
   const stateDir = path.join(root, 'state');
   await mkdir(path.join(logDir, 'main'), { recursive: true });
-  const srv = server ?? (await new FakeServer().start());
+  const srv = server ?? (await new NdjsonReceiver().start());
   if (!server) cleanups.push(() => srv.stop());
   const config = testConfig({
     JOBHARVEST_SINK: 'http',

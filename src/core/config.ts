@@ -106,7 +106,14 @@ export function parseConfig(input: unknown): Config {
   return cfg;
 }
 
-/** Namespaces the webhook never touches: the system ones and its own. */
-export function excludedNamespaces(cfg: Config): Set<string> {
-  return new Set<string>([...SYSTEM_NAMESPACES, cfg.webhookNamespace, ...cfg.excludedNamespaces]);
+const excludedCache = new WeakMap<Config, ReadonlySet<string>>();
+
+/** Namespaces the webhook never touches: the system ones and its own. Built once per config; every admission asks. */
+export function excludedNamespaces(cfg: Config): ReadonlySet<string> {
+  let set = excludedCache.get(cfg);
+  if (!set) {
+    set = new Set<string>([...SYSTEM_NAMESPACES, cfg.webhookNamespace, ...cfg.excludedNamespaces]);
+    excludedCache.set(cfg, set);
+  }
+  return set;
 }

@@ -45,17 +45,8 @@ export function decide(job: unknown, ctx: DecideContext): Decision {
         `namespace ${nsName ?? '(none)'} could not be read in time; Job admitted without the log sidecar`,
       ]);
     }
-    if (ns.labels?.[INJECT_LABEL] === 'disabled') {
-      return skip(SKIP_REASONS.NAMESPACE_NOT_OPTED_IN, `namespace ${ns.name} is labelled ${INJECT_LABEL}=disabled`);
-    }
-    const optedIn =
-      ctx.config.namespaceSelection === 'label'
-        ? ns.labels?.[INJECT_LABEL] === 'enabled'
-        : toggle(ns.annotations?.[ANNOTATIONS.inject], 'namespace', warnings) === true;
-    if (!optedIn) {
-      const how = ctx.config.namespaceSelection === 'label' ? `label ${INJECT_LABEL}=enabled` : `annotation ${ANNOTATIONS.inject}: enabled`;
-      return skip(SKIP_REASONS.NAMESPACE_NOT_OPTED_IN, `namespace ${ns.name} has no ${how}`, warnings);
-    }
+    const optIn = namespaceOptIn(ns, ctx.config, warnings);
+    if (!optIn.optedIn) return skip(SKIP_REASONS.NAMESPACE_NOT_OPTED_IN, optIn.why, warnings);
   }
 
   const template = job.spec?.template;
@@ -94,6 +85,20 @@ export function decide(job: unknown, ctx: DecideContext): Decision {
     ]);
   }
   return { action: 'inject', reason: 'opted-in', settings, mode: resolveMode(settings, ctx.namespace), warnings };
+}
+
+/**
+ * Whether a namespace opted in, by the annotation or (namespaceSelection:
+ * label) the label; the label `disabled` is the escape hatch either way. The
+ * webhook decides with it and the api-mode RBAC reconciler follows it.
+ */
+export function namespaceOptIn(ns: NamespaceMeta, config: Config, warnings: string[] = []): { optedIn: true } | { optedIn: false; why: string } {
+  if (ns.labels?.[INJECT_LABEL] === 'disabled') return { optedIn: false, why: `namespace ${ns.name} is labelled ${INJECT_LABEL}=disabled` };
+  const byLabel = config.namespaceSelection === 'label';
+  const optedIn = byLabel ? ns.labels?.[INJECT_LABEL] === 'enabled' : toggle(ns.annotations?.[ANNOTATIONS.inject], 'namespace', warnings) === true;
+  if (optedIn) return { optedIn: true };
+  const how = byLabel ? `label ${INJECT_LABEL}=enabled` : `annotation ${ANNOTATIONS.inject}: enabled`;
+  return { optedIn: false, why: `namespace ${ns.name} has no ${how}` };
 }
 
 /**

@@ -1,7 +1,6 @@
 import type { RbacAuthorizationV1Api, V1RoleBinding } from '@kubernetes/client-node';
-import { ANNOTATIONS, INJECT_LABEL, parse } from '../core/annotations.ts';
 import { excludedNamespaces, type Config } from '../core/config.ts';
-import { resolveMode } from '../core/decide.ts';
+import { namespaceOptIn, resolveMode } from '../core/decide.ts';
 import type { NamespaceMeta } from '../core/kube.ts';
 import { resolveSettings } from '../core/settings.ts';
 import { messageOf, statusOf } from './errors.ts';
@@ -15,12 +14,7 @@ export interface LogReaderRbacOptions {
 }
 
 export function optedIn(ns: NamespaceMeta, config: Config): boolean {
-  if (excludedNamespaces(config).has(ns.name)) return false;
-  if (ns.labels?.[INJECT_LABEL] === 'disabled') return false;
-  if (config.namespaceSelection === 'label') return ns.labels?.[INJECT_LABEL] === 'enabled';
-  const raw = ns.annotations?.[ANNOTATIONS.inject];
-  const r = raw === undefined ? undefined : parse.toggle(raw);
-  return r?.ok === true && r.value;
+  return !excludedNamespaces(config).has(ns.name) && namespaceOptIn(ns, config).optedIn;
 }
 
 /** Whether Jobs of this namespace run the sidecar in api mode unless a Job says otherwise. */

@@ -63,6 +63,8 @@ export async function runWebhook(flags: WebhookFlags): Promise<void> {
   if (!flags.standalone) {
     const { startEdge } = await import('../k8s/edge.ts');
     const namespace = flags.namespace ?? process.env.POD_NAMESPACE ?? config.webhookNamespace;
+    const certIntervalMs = seconds('cert-interval-seconds', flags.certIntervalSeconds);
+    const caBundleIntervalMs = seconds('cabundle-interval-seconds', flags.cabundleIntervalSeconds);
     const certMode: CertMode = flags.webhookUrl ? 'local' : ((flags.certMode as CertMode | undefined) ?? 'auto');
     edge = await startEdge({
       config,
@@ -80,8 +82,8 @@ export async function runWebhook(flags: WebhookFlags): Promise<void> {
       apiRbac: flags.apiRbac,
       tlsCertFile: flags.tlsCert,
       tlsKeyFile: flags.tlsKey,
-      ...(seconds('cert-interval-seconds', flags.certIntervalSeconds) ? { certIntervalMs: seconds('cert-interval-seconds', flags.certIntervalSeconds)! } : {}),
-      ...(seconds('cabundle-interval-seconds', flags.cabundleIntervalSeconds) ? { caBundleIntervalMs: seconds('cabundle-interval-seconds', flags.cabundleIntervalSeconds)! } : {}),
+      ...(certIntervalMs ? { certIntervalMs } : {}),
+      ...(caBundleIntervalMs ? { caBundleIntervalMs } : {}),
       log: early,
       onCertExpiry: (s) => metrics.certExpiry.set(s),
       onCaBundle: (ok) => metrics.caBundleMismatch.set(ok ? 0 : 1),

@@ -6,7 +6,7 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { generate } from 'selfsigned';
+import { generateCa, generateServing } from '../../src/tls/generate.ts';
 
 export interface Pki {
   dir: string;
@@ -19,8 +19,6 @@ export interface Pki {
   serviceAccountPrivateKeyPath: string;
 }
 
-const DAY_MS = 24 * 60 * 60 * 1000;
-
 // In-cluster clients reach the API server as the first address of the service
 // range and under these names, so a real serving cert carries them all.
 const SERVING_DNS_NAMES = [
@@ -31,44 +29,13 @@ const SERVING_DNS_NAMES = [
   'kubernetes.default.svc.cluster.local',
 ];
 
-function validity(): { notBeforeDate: Date; notAfterDate: Date } {
-  // Backdated a little so clock skew between processes never makes it "not yet valid".
-  const now = Date.now();
-  return { notBeforeDate: new Date(now - 60_000), notAfterDate: new Date(now + 2 * DAY_MS) };
-}
-
 export async function createPki(dir: string, serviceIp: string): Promise<Pki> {
   await mkdir(dir, { recursive: true, mode: 0o700 });
-
-  const ca = await generate([{ name: 'commonName', value: 'jobharvest-test-ca' }], {
-    keyType: 'ec',
-    algorithm: 'sha256',
-    ...validity(),
-    extensions: [
-      { name: 'basicConstraints', cA: true, critical: true },
-      { name: 'keyUsage', keyCertSign: true, cRLSign: true, digitalSignature: true, critical: true },
-    ],
-  });
-
-  const serving = await generate([{ name: 'commonName', value: 'kube-apiserver' }], {
-    keyType: 'ec',
-    algorithm: 'sha256',
-    ...validity(),
-    ca: { key: ca.private, cert: ca.cert },
-    extensions: [
-      { name: 'basicConstraints', cA: false },
-      { name: 'keyUsage', digitalSignature: true, keyEncipherment: true, critical: true },
-      { name: 'extKeyUsage', serverAuth: true },
-      {
-        name: 'subjectAltName',
-        altNames: [
-          ...SERVING_DNS_NAMES.map((value) => ({ type: 2 as const, value })),
-          { type: 7 as const, ip: '127.0.0.1' },
-          { type: 7 as const, ip: serviceIp },
-        ],
-      },
-    ],
-  });
+  // The same generator the webhook's auto mode uses: SHA-256, as Go demands.
+  const caPair = await generateCa({ days: 2, commonName: 'jobharvest-test-ca' });
+  const ca = { cert: caPair.cert, private: caPair.key };
+  const servingPair = await generateServing(caPair, { dnsNames: SERVING_DNS_NAMES, ipAddresses: ['127.0.0.1', serviceIp], leafDays: 2 });
+  const serving = { cert: servingPair.cert, private: servingPair.key };
 
   const sa = generateKeyPairSync('rsa', {
     modulusLength: 2048,

@@ -1,4 +1,4 @@
-import { createServer } from 'node:net';
+import { connect, createServer } from 'node:net';
 
 /**
  * A port that was free a moment ago on 127.0.0.1. Another process can take it
@@ -27,4 +27,16 @@ export async function freePorts(count: number): Promise<number[]> {
   const ports = new Set<number>();
   while (ports.size < count) ports.add(await freePort());
   return [...ports];
+}
+
+/** True when something accepts TCP connections on 127.0.0.1:port. */
+export function canConnect(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = connect(port, '127.0.0.1');
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once('error', () => resolve(false));
+  });
 }

@@ -45,13 +45,7 @@ describe('forward sink against a real forward receiver (collector fluentforward,
         pod.writeLines('jobharvest', 10);
         const sidecar = pod.startSidecar('forward', rx.endpoint, { BATCH_MAX_WAIT_MS: '200', FORWARD_TAG: 'kube.${namespace}.${job}.${container}.${stream}', ...mode.settings });
         await sidecar.waitForLog('sidecar started');
-        pod.writeLines('main', 300, { stream: 'stdout' });
-        pod.writeLines('main', 100, { stream: 'stderr' });
-        const long = `LONG-${id.uid} ${'L'.repeat(40 * 1024)}`;
-        pod.writeMessage('main', 'stderr', long);
-        pod.writer.container('main').restart();
-        pod.writeLines('main', 100, { stream: 'stdout' });
-        const probeTs = pod.writeMessage('main', 'stdout', `PROBE-${id.uid}`);
+        const { long, probeTs } = pod.writeCountWorkload();
         const written = pod.written(['jobharvest']);
 
         const exit = await sidecar.stop();

@@ -53,16 +53,7 @@ describe('sidecar ships every line to a real VictoriaLogs, with its metadata', (
         pod.writeLines('jobharvest', 10);
         const sidecar = pod.startSidecar(c.sink, c.endpoint(), { BATCH_MAX_WAIT_MS: '200', ...c.settings });
         await sidecar.waitForLog('sidecar started');
-        pod.writeLines('main', 300, { stream: 'stdout' });
-        pod.writeLines('main', 100, { stream: 'stderr' });
-        // One 40 KiB line: three CRI fragments (P, P, F), one record.
-        const long = `LONG-${id.uid} ${'L'.repeat(40 * 1024)}`;
-        const longTs = pod.writeMessage('main', 'stderr', long);
-        // A restart: the next instance writes 1.log.
-        pod.writer.container('main').restart();
-        pod.writeLines('main', 100, { stream: 'stdout' });
-        const probe = `PROBE-${id.uid}`;
-        const probeTs = pod.writeMessage('main', 'stdout', probe);
+        const { long, longTs, probe, probeTs } = pod.writeCountWorkload();
         const expected = pod.written(['jobharvest']);
         expect(expected).toBe(50 + 300 + 100 + 1 + 100 + 1);
 

@@ -66,13 +66,8 @@ describe('syslog sink against a real rsyslog', () => {
         pod.writeLines('jobharvest', 10);
         const sidecar = pod.startSidecar('syslog', rs.endpoint, { BATCH_MAX_WAIT_MS: '200', SYSLOG_MAX_MESSAGE_BYTES: '8192', SYSLOG_FACILITY: 'local3', ...v.settings() });
         await sidecar.waitForLog('sidecar started');
-        pod.writeLines('main', 300, { stream: 'stdout' });
-        pod.writeLines('main', 100, { stream: 'stderr' });
-        // 40 KiB: over the receiver's 8 KiB limit, so it arrives cut, with the marker.
-        pod.writeMessage('main', 'stderr', `LONG-${id.uid} ${'L'.repeat(40 * 1024)}`);
-        pod.writer.container('main').restart();
-        pod.writeLines('main', 100, { stream: 'stdout' });
-        const probeTs = pod.writeMessage('main', 'stdout', `PROBE-${id.uid}`);
+        // Its 40 KiB line is over the receiver's 8 KiB limit, so it arrives cut, with the marker.
+        const { probeTs } = pod.writeCountWorkload();
         const written = pod.written(['jobharvest']);
 
         const exit = await sidecar.stop();

@@ -1,10 +1,9 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync, type WriteStream } from 'node:fs';
-import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { exited, terminate, track } from '../support/children.ts';
-import { freePort } from '../support/ports.ts';
+import { canConnect, freePort } from '../cluster/ports.ts';
+import { exited, spawnLogged, tailFile, terminate, waitStarted } from '../support/children.ts';
 import { OTELCOL, ensureGoProgram } from './go-build.ts';
 
 /** One log record as the collector wrote it: body, attributes and time. */
@@ -75,18 +74,8 @@ export class ForwardReceiver {
 
   private async run(): Promise<void> {
     this.logStream ??= createWriteStream(this.logFile, { flags: 'a' });
-    const child = spawn(this.bin, [`--config=file:${join(this.dir, 'config.yaml')}`], { stdio: ['ignore', 'pipe', 'pipe'] });
-    track(child);
-    child.stdout?.pipe(this.logStream, { end: false });
-    child.stderr?.pipe(this.logStream, { end: false });
-    this.child = child;
-    const deadline = Date.now() + 30_000;
-    while (Date.now() < deadline) {
-      if (child.exitCode !== null) throw new Error(`otelcol exited during start-up:\n${this.logTail()}`);
-      if (await canConnect(this.port)) return;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    throw new Error(`otelcol not listening after 30 s:\n${this.logTail()}`);
+    this.child = spawnLogged(this.bin, [`--config=file:${join(this.dir, 'config.yaml')}`], this.logStream);
+    await waitStarted(this.child, 'otelcol', () => canConnect(this.port), 30_000, this.logFile);
   }
 
   /** SIGTERM (the collector shuts down gracefully, flushing the file), then start again on the same port. */
@@ -123,11 +112,7 @@ export class ForwardReceiver {
   }
 
   logTail(lines = 40): string {
-    try {
-      return readFileSync(this.logFile, 'utf8').split('\n').slice(-lines).join('\n');
-    } catch {
-      return '(no log)';
-    }
+    return tailFile(this.logFile, lines);
   }
 
   async dispose(): Promise<void> {
@@ -136,15 +121,4 @@ export class ForwardReceiver {
     this.logStream?.end();
     rmSync(this.dir, { recursive: true, force: true });
   }
-}
-
-function canConnect(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = connect(port, '127.0.0.1');
-    s.once('connect', () => {
-      s.destroy();
-      resolve(true);
-    });
-    s.once('error', () => resolve(false));
-  });
 }

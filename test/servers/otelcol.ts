@@ -1,9 +1,9 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, mkdtempSync, readFileSync, rmSync, writeFileSync, type WriteStream } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import { createWriteStream, mkdtempSync, rmSync, writeFileSync, type WriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { terminate, track } from '../support/children.ts';
-import { freePort } from '../support/ports.ts';
+import { freePort } from '../cluster/ports.ts';
+import { spawnLogged, tailFile, terminate, waitStarted } from '../support/children.ts';
 import { OTELCOL, ensureGoProgram } from './go-build.ts';
 
 /**
@@ -58,31 +58,13 @@ export class OtelCollector {
       }),
     );
     this.logStream = createWriteStream(this.logFile, { flags: 'a' });
-    const child = spawn(this.bin, [`--config=file:${config}`], { stdio: ['ignore', 'pipe', 'pipe'] });
-    track(child);
-    child.stdout?.pipe(this.logStream, { end: false });
-    child.stderr?.pipe(this.logStream, { end: false });
-    this.child = child;
-    const deadline = Date.now() + 30_000;
-    while (Date.now() < deadline) {
-      if (child.exitCode !== null) throw new Error(`otelcol exited during start-up:\n${this.logTail()}`);
-      try {
-        // Any HTTP answer means the receiver is listening.
-        await fetch(this.logsUrl, { signal: AbortSignal.timeout(1000) });
-        return;
-      } catch {
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    }
-    throw new Error(`otelcol not ready after 30 s:\n${this.logTail()}`);
+    this.child = spawnLogged(this.bin, [`--config=file:${config}`], this.logStream);
+    // Any HTTP answer means the receiver is listening.
+    await waitStarted(this.child, 'otelcol', () => fetch(this.logsUrl, { signal: AbortSignal.timeout(1000) }).then(() => true), 30_000, this.logFile);
   }
 
   logTail(lines = 40): string {
-    try {
-      return readFileSync(this.logFile, 'utf8').split('\n').slice(-lines).join('\n');
-    } catch {
-      return '(no log)';
-    }
+    return tailFile(this.logFile, lines);
   }
 
   async dispose(): Promise<void> {

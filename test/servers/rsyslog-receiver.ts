@@ -1,10 +1,9 @@
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, type ChildProcess } from 'node:child_process';
 import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync, type WriteStream } from 'node:fs';
-import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { exited, terminate, track } from '../support/children.ts';
-import { freePort } from '../support/ports.ts';
+import { canConnect, freePort } from '../cluster/ports.ts';
+import { exited, spawnLogged, tailFile, terminate, waitStarted } from '../support/children.ts';
 import { ensureRsyslog } from './rsyslog.ts';
 
 /** Debian packages holding the TLS (gtls) netstream driver and the RELP input. */
@@ -172,18 +171,8 @@ export class RsyslogReceiver {
 
   private async run(): Promise<void> {
     this.logStream ??= createWriteStream(this.logFile, { flags: 'a' });
-    const child = spawn(this.bin, ['-n', '-f', join(this.dir, 'rsyslog.conf'), '-i', join(this.dir, 'rsyslogd.pid')], { stdio: ['ignore', 'pipe', 'pipe'] });
-    track(child);
-    child.stdout?.pipe(this.logStream, { end: false });
-    child.stderr?.pipe(this.logStream, { end: false });
-    this.child = child;
-    const deadline = Date.now() + 20_000;
-    while (Date.now() < deadline) {
-      if (child.exitCode !== null) throw new Error(`rsyslogd exited during start-up:\n${this.logTail()}`);
-      if (await canConnect(this.port)) return;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    throw new Error(`rsyslogd not listening after 20 s:\n${this.logTail()}`);
+    this.child = spawnLogged(this.bin, ['-n', '-f', join(this.dir, 'rsyslog.conf'), '-i', join(this.dir, 'rsyslogd.pid')], this.logStream);
+    await waitStarted(this.child, 'rsyslogd', () => canConnect(this.port), 20_000, this.logFile);
   }
 
   /** SIGTERM (rsyslog drains its queue and closes its connections), then the same config again. */
@@ -221,11 +210,7 @@ export class RsyslogReceiver {
   }
 
   logTail(lines = 40): string {
-    try {
-      return readFileSync(this.logFile, 'utf8').split('\n').slice(-lines).join('\n');
-    } catch {
-      return '(no log)';
-    }
+    return tailFile(this.logFile, lines);
   }
 
   async dispose(): Promise<void> {
@@ -234,15 +219,4 @@ export class RsyslogReceiver {
     this.logStream?.end();
     rmSync(this.dir, { recursive: true, force: true });
   }
-}
-
-function canConnect(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = connect(port, '127.0.0.1');
-    s.once('connect', () => {
-      s.destroy();
-      resolve(true);
-    });
-    s.once('error', () => resolve(false));
-  });
 }

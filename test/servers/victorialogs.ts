@@ -1,9 +1,9 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, mkdtempSync, readFileSync, rmSync, type WriteStream } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import { createWriteStream, mkdtempSync, rmSync, type WriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { exited, terminate, track } from '../support/children.ts';
-import { freePort } from '../support/ports.ts';
+import { freePort } from '../cluster/ports.ts';
+import { exited, spawnLogged, tailFile, terminate, waitStarted } from '../support/children.ts';
 import { VICTORIA_LOGS, ensureGoProgram } from './go-build.ts';
 
 export interface VictoriaLogsOptions {
@@ -62,7 +62,7 @@ export class VictoriaLogs {
     if (this.running) return;
     if (this.portValue === 0) this.portValue = await freePort();
     this.logStream = createWriteStream(this.logFile, { flags: 'a' });
-    const child = spawn(
+    this.child = spawnLogged(
       this.bin,
       [
         `-httpListenAddr=127.0.0.1:${this.portValue}`,
@@ -73,31 +73,10 @@ export class VictoriaLogs {
         '-memory.allowedBytes=512MiB',
         '-loggerLevel=INFO',
       ],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
+      this.logStream,
     );
-    track(child);
-    child.stdout?.pipe(this.logStream, { end: false });
-    child.stderr?.pipe(this.logStream, { end: false });
-    this.child = child;
-    await this.waitReady(this.opts.startTimeoutMs ?? 30_000);
-  }
-
-  private async waitReady(timeoutMs: number): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    const child = this.child;
-    while (Date.now() < deadline) {
-      if (!child || child.exitCode !== null || child.signalCode !== null) {
-        throw new Error(`victoria-logs exited during start-up:\n${this.logTail()}`);
-      }
-      try {
-        const res = await fetch(`${this.url}/health`, { signal: AbortSignal.timeout(1000) });
-        if (res.ok) return;
-      } catch {
-        // not listening yet
-      }
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    throw new Error(`victoria-logs not ready after ${timeoutMs} ms:\n${this.logTail()}`);
+    const health = `${this.url}/health`;
+    await waitStarted(this.child, 'victoria-logs', async () => (await fetch(health, { signal: AbortSignal.timeout(1000) })).ok, this.opts.startTimeoutMs ?? 30_000, this.logFile);
   }
 
   /** Graceful stop; the port and storage stay reserved for start(). */
@@ -128,11 +107,7 @@ export class VictoriaLogs {
   }
 
   logTail(lines = 40): string {
-    try {
-      return readFileSync(this.logFile, 'utf8').split('\n').slice(-lines).join('\n');
-    } catch {
-      return '(no log)';
-    }
+    return tailFile(this.logFile, lines);
   }
 
   /** Makes everything ingested so far visible to queries. */

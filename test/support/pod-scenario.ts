@@ -56,6 +56,25 @@ export class PodScenario {
   }
 
   /** Writes one message as-is and counts it. */
+  /**
+   * What every count test writes while its sidecar runs: 300 stdout and 100
+   * stderr lines, one 40 KiB line (three CRI fragments, P P F: one record), a
+   * restart (the next instance writes 1.log), 100 more lines and a probe line
+   * whose timestamp the test checks.
+   */
+  writeCountWorkload(): { long: string; longTs: string; probe: string; probeTs: string } {
+    const uid = this.identity.uid;
+    this.writeLines('main', 300, { stream: 'stdout' });
+    this.writeLines('main', 100, { stream: 'stderr' });
+    const long = `LONG-${uid} ${'L'.repeat(40 * 1024)}`;
+    const longTs = this.writeMessage('main', 'stderr', long);
+    this.writer.container('main').restart();
+    this.writeLines('main', 100, { stream: 'stdout' });
+    const probe = `PROBE-${uid}`;
+    const probeTs = this.writeMessage('main', 'stdout', probe);
+    return { long, longTs, probe, probeTs };
+  }
+
   writeMessage(container: string, stream: Stream, text: string): string {
     const ts = this.writer.container(container).write(stream, text);
     this.perContainer.set(container, (this.perContainer.get(container) ?? 0) + 1);
