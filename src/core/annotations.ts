@@ -1,8 +1,7 @@
+import { isEndpointScheme } from '../contract/endpoint.ts';
 import { SINKS, type SinkType } from '../contract/env.ts';
 
 /** Every annotation jobharvest reads or writes. The docs test compares this list with the configuration reference. */
-export const ANNOTATION_PREFIX = 'jobharvest.io/';
-
 export const ANNOTATIONS = {
   inject: 'jobharvest.io/inject',
   mode: 'jobharvest.io/mode',
@@ -58,7 +57,7 @@ export const parse = {
     } catch {
       return bad('not a URL');
     }
-    if (!['http:', 'https:', 'tcp:', 'tls:'].includes(u.protocol)) return bad('scheme must be http, https, tcp or tls');
+    if (!isEndpointScheme(u.protocol)) return bad('scheme must be http, https, tcp or tls');
     if (u.username || u.password) return bad('credentials in the URL are not allowed; use auth-secret');
     return ok(s);
   },

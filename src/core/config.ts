@@ -60,15 +60,9 @@ const configSchema = z
         stateSizeLimit: z.string().default('64Mi'),
       })
       .strict()
-      .default({
-        image: 'jobharvest:0.1.0',
-        imagePullPolicy: 'IfNotPresent',
-        args: ['--max-semi-space-size=4', '--max-old-space-size=48', '--no-concurrent-recompilation', '/app/sidecar.mjs'],
-        startedCommand: ['/nodejs/bin/node', '/app/sidecar.mjs', '--wait-started'],
-        runAsUser: 65532,
-        resources: { requests: { cpu: '10m', memory: '32Mi' }, limits: { memory: '128Mi' } },
-        stateSizeLimit: '64Mi',
-      }),
+      // prefault, not default: the empty object goes through the schema above,
+      // so every sidecar default is written once, on its field.
+      .prefault({}),
   })
   .strict();
 

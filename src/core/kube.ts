@@ -72,8 +72,3 @@ export function isJob(o: unknown): o is Job {
 export function isObject(o: unknown): o is Obj {
   return typeof o === 'object' && o !== null && !Array.isArray(o);
 }
-
-/** Deep copy of a JSON value; objects from YAML or JSON never hold cycles or functions. */
-export function clone<T>(v: T): T {
-  return structuredClone(v);
-}
