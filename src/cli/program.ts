@@ -4,6 +4,7 @@ import { ERROR_CODES, JobharvestError } from '../core/errors.ts';
 import { VERSION } from '../version.ts';
 import { injectManifests, parseManifests, renderManifests } from './manifests.ts';
 import { loadConfig, type SettingFlags } from './options.ts';
+import { webhookOptions, type WebhookFlags } from './webhook-flags.ts';
 
 function readInput(file: string): { text: string; source: string } {
   try {
@@ -83,8 +84,9 @@ export function program(): Command {
     .option('--cert-interval-seconds <s>', 'how often the certificate Secret is checked', '30')
     .option('--cabundle-interval-seconds <s>', 'how often the caBundle is checked', '30')
     .action(async (flags) => {
+      const options = webhookOptions(flags as WebhookFlags);
       const { runWebhook } = await import('../webhook/run.ts');
-      await runWebhook(flags);
+      await runWebhook(options);
     });
 
   prog

@@ -1,7 +1,6 @@
 import { NAMES, type SourceMode } from '../contract/env.ts';
 import { ANNOTATIONS, INJECT_LABEL, PSA_ENFORCE_LABEL, parse } from './annotations.ts';
 import { excludedNamespaces, type Config } from './config.ts';
-import { SKIP_REASONS, type SkipReason } from './errors.ts';
 import { isJob, type Job, type NamespaceMeta } from './kube.ts';
 import { resolveSettings, type Settings } from './settings.ts';
 import { supportsNativeSidecars, type ServerVersion } from './server-version.ts';
@@ -15,6 +14,26 @@ export interface DecideContext {
   /** The offline CLI injects as if the namespace had opted in. */
   assumeOptedIn?: boolean;
 }
+
+/**
+ * Why a Job was admitted without the sidecar. Logs, the skipped-jobs metric and
+ * `explain` use these strings, so dashboards keep working across releases:
+ * never rename one, only add.
+ */
+export const SKIP_REASONS = {
+  NOT_A_JOB: 'not-a-job',
+  NOT_CREATE: 'not-create',
+  NAMESPACE_EXCLUDED: 'namespace-excluded',
+  NAMESPACE_NOT_OPTED_IN: 'namespace-not-opted-in',
+  OPTED_OUT_JOB: 'opted-out-job',
+  OPTED_OUT_TEMPLATE: 'opted-out-template',
+  ALREADY_INJECTED: 'already-injected',
+  NAME_CONFLICT: 'name-conflict',
+  UNSUPPORTED_SERVER_VERSION: 'unsupported-server-version',
+  SINK_UNCONFIGURED: 'sink-unconfigured',
+  NAMESPACE_UNKNOWN: 'namespace-unknown',
+} as const;
+export type SkipReason = (typeof SKIP_REASONS)[keyof typeof SKIP_REASONS];
 
 export type Decision =
   | { action: 'inject'; reason: 'opted-in'; settings: Settings; mode: SourceMode; warnings: string[] }
