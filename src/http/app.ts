@@ -2,7 +2,7 @@ import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions
 import type { SecureContextOptions } from 'node:tls';
 import { parseReview, review, type ReviewDeps } from '../core/admission.ts';
 import { ERROR_CODES, JobharvestError } from '../core/errors.ts';
-import { createMetrics, type Metrics } from './metrics.ts';
+import { createMetrics, kindLabel, operationLabel, type Metrics } from './metrics.ts';
 
 export interface Readiness {
   ready: boolean;
@@ -61,7 +61,7 @@ export function build(opts: AppOptions): FastifyInstance {
     const request = parseReview(req.body);
     const result = await review(request, opts.deps);
     const o = result.outcome;
-    metrics.requests.inc({ operation: String(request.operation ?? ''), kind: String(request.kind?.kind ?? '') });
+    metrics.requests.inc({ operation: operationLabel(request.operation), kind: kindLabel(request.kind) });
     const log = req.log;
     const ids = { uid: result.uid, namespace: request.namespace, name: nameOf(request.object) };
     if (o.kind === 'injected') {

@@ -170,6 +170,22 @@ describe('health, readiness and metrics', () => {
   });
 });
 
+describe('metric labels', () => {
+  it('keeps request labels to fixed sets whatever the request says', async () => {
+    const app = build({ deps: deps() });
+    for (let i = 0; i < 20; i++) {
+      const v = `${i}-${'x'.repeat(4096)}`;
+      const res = await mutate(app, review(job(), { operation: v, kind: { group: 'batch', version: 'v1', kind: v } }));
+      expect(res.statusCode).toBe(200);
+    }
+    await mutate(app, review(job(), { kind: { group: '', version: 'v1', kind: 'Pod' } }));
+    const text = (await app.inject({ method: 'GET', url: '/metrics' })).body;
+    const series = text.split('\n').filter((l) => l.startsWith('jobharvest_admission_requests_total{'));
+    expect(series).toEqual(['jobharvest_admission_requests_total{operation="other",kind="other"} 20', 'jobharvest_admission_requests_total{operation="CREATE",kind="other"} 1']);
+    expect(text.length).toBeLessThan(20_000);
+  });
+});
+
 describe('TLS and shutdown', () => {
   it('serves over TLS 1.2+ and finishes in-flight requests on close', async () => {
     const bundle = await generateBundle({ dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'] });
