@@ -2,6 +2,12 @@ import { z } from 'zod';
 import { SINKS } from '../contract/env.ts';
 import { ERROR_CODES, JobharvestError } from './errors.ts';
 import { parse } from './annotations.ts';
+import { headerListProblem } from '../contract/values.ts';
+
+function headerList(v: string): { ok: boolean; why?: string } {
+  const why = headerListProblem(v);
+  return why === undefined ? { ok: true } : { ok: false, why };
+}
 
 /**
  * The global configuration: the chart renders it into a file, the CLI reads the
@@ -89,6 +95,10 @@ export function parseConfig(input: unknown): Config {
     ['sink.endpoint', cfg.sink.endpoint, parse.endpoint],
     ['sink.authSecret', cfg.sink.authSecret, parse.secretName],
     ['sink.tlsSecret', cfg.sink.tlsSecret, parse.secretName],
+    ['sink.esIndex', cfg.sink.esIndex, parse.esIndex],
+    ['sink.lokiTenant', cfg.sink.lokiTenant, parse.lokiTenant],
+    ['sink.forwardTag', cfg.sink.forwardTag, parse.forwardTag],
+    ['sink.headers', cfg.sink.headers, headerList],
   ];
   const problems: string[] = [];
   for (const [path, value, check] of checks) {
