@@ -52,7 +52,7 @@ export function program(): Command {
         const d = v.result.decision;
         const line =
           d.action === 'inject'
-            ? `${v.ref}: inject (mode=${d.mode}, sink=${d.settings.sink}, ttlSecondsAfterFinished=${d.settings.ttlSecondsAfterFinished}, drainSeconds=${d.settings.drainSeconds})`
+            ? `${v.ref}: inject (mode=${d.mode}, sink=${d.settings.sink}, ttlSecondsAfterFinished=${d.ttlSecondsAfterFinished ?? `unset (sink ${d.settings.sink} is not durable)`}, drainSeconds=${d.settings.drainSeconds})`
             : `${v.ref}: skip (${d.reason}): ${d.detail}`;
         process.stdout.write(line + '\n');
         for (const w of v.result.warnings) process.stdout.write(`  warning: ${w}\n`);

@@ -45,6 +45,7 @@ export interface PodTemplate {
 export interface JobSpec {
   template?: PodTemplate;
   ttlSecondsAfterFinished?: number;
+  managedBy?: string;
   [k: string]: unknown;
 }
 

@@ -4,14 +4,14 @@ import { build } from '../../src/http/app.ts';
 import { createMetrics } from '../../src/http/metrics.ts';
 import { applyPatch } from '../../src/core/patch.ts';
 import { generateBundle } from '../../src/tls/generate.ts';
-import { decodePatch, deps, job, optedIn, review } from './fixtures.ts';
+import { decodePatch, deps, durableConfig, job, optedIn, review } from './fixtures.ts';
 
 const mutate = (app: ReturnType<typeof build>, payload: unknown, headers: Record<string, string> = {}) =>
   app.inject({ method: 'POST', url: '/mutate', payload: payload as object, headers });
 
 describe('POST /mutate', () => {
   it('patches a Job CREATE in an opted-in namespace and echoes the uid', async () => {
-    const app = build({ deps: deps() });
+    const app = build({ deps: deps({ config: durableConfig() }) });
     const res = await mutate(app, review(job()));
     expect(res.statusCode).toBe(200);
     const body = res.json();
@@ -72,7 +72,7 @@ describe('POST /mutate', () => {
   });
 
   it('returns warnings for invalid annotation values and still injects', async () => {
-    const app = build({ deps: deps() });
+    const app = build({ deps: deps({ config: durableConfig() }) });
     const j = job();
     j.metadata.annotations = { 'jobharvest.io/ttl-seconds-after-finished': 'soon' };
     const r = (await mutate(app, review(j))).json().response;
