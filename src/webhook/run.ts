@@ -2,6 +2,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import { build } from '../http/app.ts';
 import { createMetrics } from '../http/metrics.ts';
+import { earlyLog, webhookLogger } from '../http/logging.ts';
 import { generateBundle } from '../tls/generate.ts';
 import type { ReviewDeps } from '../core/admission.ts';
 import type { Config } from '../core/config.ts';
@@ -37,9 +38,8 @@ export async function runWebhook(flags: WebhookOptions): Promise<void> {
   const { config, port } = flags;
 
   const metrics = createMetrics({ defaultMetrics: true });
-  const logger = { level: process.env.LOG_LEVEL ?? 'info', base: { app: 'jobharvest-webhook' } };
-  const early = (level: string, msg: string, extra?: object) =>
-    process.stderr.write(JSON.stringify({ level, time: Date.now(), app: 'jobharvest-webhook', msg, ...extra }) + '\n');
+  const logger = webhookLogger({ level: process.env.LOG_LEVEL ?? 'info' });
+  const early = earlyLog;
 
   let edge: Edge | undefined;
   if (!flags.standalone) {

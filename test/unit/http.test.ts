@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { request as httpsRequest } from 'node:https';
 import { build } from '../../src/http/app.ts';
 import { createMetrics } from '../../src/http/metrics.ts';
+import { webhookLogger } from '../../src/http/logging.ts';
 import { applyPatch } from '../../src/core/patch.ts';
 import { generateBundle } from '../../src/tls/generate.ts';
 import { decodePatch, deps, durableConfig, job, optedIn, review } from './fixtures.ts';
@@ -167,6 +168,26 @@ describe('health, readiness and metrics', () => {
     expect(text).toMatch(/jobharvest_skipped_total\{reason="opted-out-job"\} 1/);
     expect(text).toMatch(/jobharvest_admission_duration_seconds_bucket\{le="0.0001"\}/);
     expect(text).toMatch(/jobharvest_admission_duration_seconds_count 2/);
+  });
+});
+
+describe('logs', () => {
+  it('never show URL credentials, in the message or in fields', async () => {
+    const lines: string[] = [];
+    const app = build({
+      logger: webhookLogger({ level: 'info', stream: { write: (l) => lines.push(l) } }),
+      deps: deps({
+        namespace: () => {
+          throw new Error('cannot reach http://alice:S3cr@t/pw@api:6443/ns?access_token=TOPSECRET');
+        },
+      }),
+    });
+    await mutate(app, review(job()));
+    app.log.warn({ endpoint: 'https://bob:hunter2@logs/x' }, 'sink at http://carol:pw2@logs refused');
+    const text = lines.join('');
+    expect(text).toMatch(/internal error/);
+    expect(text).toContain('http://***@api:6443/ns?access_token=***');
+    for (const secret of ['S3cr', 'TOPSECRET', 'hunter2', 'pw2', 'alice', 'bob', 'carol']) expect(text).not.toContain(secret);
   });
 });
 
