@@ -8,6 +8,8 @@ import { startCluster, type Cluster } from '../test/cluster/harness.ts';
 import { ensureGoProgram, VICTORIA_LOGS } from '../test/servers/go-build.ts';
 import { ensureSidecarBundle } from '../test/support/sidecar.ts';
 import { Stack, shellJob } from '../test/kubelet/stack.ts';
+import { defaultConfig } from '../src/core/config.ts';
+import { mutateJob } from '../src/core/mutate.ts';
 
 const TTL = 5;
 const LINES = 10;
@@ -45,6 +47,22 @@ async function main(): Promise<void> {
   say(`test kubelet: node ${stack.kubelet.nodeName}, pods run as local processes under ${stack.kubelet.root}`);
 
   step(3, 'Opt a namespace in and create a Job');
+  // First what a default install does: the chart's sink is stdout, which keeps
+  // the lines only in the pod, so the webhook sets no TTL (a server-side dry run:
+  // nothing is stored and no pod runs).
+  const bare = `demo-stdout-${Date.now().toString(36)}`;
+  await stack.core.createNamespace({ body: { metadata: { name: bare, annotations: { 'jobharvest.io/inject': 'enabled' } } } });
+  try {
+    const probe = shellJob('nightly-report', { script: 'echo hi' });
+    const dry = await stack.batch.createNamespacedJob({ namespace: bare, body: probe, dryRun: 'All' });
+    say(`namespace ${bare}: jobharvest.io/inject=enabled, no sink configured (the chart's default, stdout)`);
+    say(`  dry run: the "${dry.spec?.template.spec?.initContainers?.[0]?.name}" sidecar is added, ttlSecondsAfterFinished=${dry.spec?.ttlSecondsAfterFinished ?? 'unset'}: the Job is kept as without jobharvest`);
+    const { warnings } = mutateJob({ ...probe, metadata: { ...probe.metadata, namespace: bare } } as never, { config: defaultConfig(), namespace: { name: bare }, assumeOptedIn: true });
+    for (const w of warnings) say(`  ${dim(`the webhook's warning (kubectl prints it): jobharvest: ${w}`)}`);
+  } finally {
+    await stack.core.deleteNamespace({ name: bare }).catch(() => undefined);
+  }
+  say('with a durable sink (here loki, by namespace annotations) the Job also gets its TTL:');
   const ns = await stack.namespace('team', { ttlSeconds: TTL });
   say(`namespace ${ns}: jobharvest.io/inject=enabled, sink loki -> VictoriaLogs, ttl-seconds-after-finished=${TTL}`);
   const script = `i=1; while [ $i -le ${LINES} ]; do echo "report line $i of ${LINES}: all good"; i=$((i+1)); sleep 0.3; done`;

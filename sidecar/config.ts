@@ -1,6 +1,7 @@
 // Turns the environment (the contract in src/contract/env.ts) into one typed
 // settings object, collecting every problem so that a bad pod spec fails with
 // one clear line instead of a crash somewhere deep in the pipeline.
+import { isEndpointScheme } from '../src/contract/endpoint.ts';
 import { ENV, MODES, SINKS, type EnvKey, type SinkType, type SourceMode } from '../src/contract/env.ts';
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
@@ -153,7 +154,7 @@ export function loadConfig(env: Env): Config {
   if (endpointText) {
     try {
       endpoint = new URL(endpointText);
-      if (!['http:', 'https:', 'tcp:', 'tls:'].includes(endpoint.protocol)) {
+      if (!isEndpointScheme(endpoint.protocol)) {
         r.problems.push(`${ENV.ENDPOINT.name} has an unsupported scheme '${endpoint.protocol}'`);
       }
     } catch {

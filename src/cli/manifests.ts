@@ -20,7 +20,14 @@ export function parseManifests(text: string, source: string): unknown[] {
       const line = err.linePos?.[0]?.line;
       throw new JobharvestError(ERROR_CODES.BAD_INPUT, `${source}${line ? `:${line}` : ''}: ${err.message.split('\n')[0]}`);
     }
-    const value: unknown = doc.toJS({ maxAliasCount: 100 });
+    let value: unknown;
+    try {
+      value = doc.toJS({ maxAliasCount: 100 });
+    } catch (e) {
+      // The yaml library refuses alias expansion past maxAliasCount (a "billion
+      // laughs" document): that is bad input, not a failure of ours.
+      throw new JobharvestError(ERROR_CODES.BAD_INPUT, `${source}: ${(e as Error).message.split('\n')[0]}`);
+    }
     // A trailing `---` yields an empty document; it carries nothing to keep.
     if (value === null && doc.contents === null) continue;
     out.push(value);

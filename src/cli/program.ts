@@ -4,6 +4,7 @@ import { ERROR_CODES, JobharvestError } from '../core/errors.ts';
 import { VERSION } from '../version.ts';
 import { injectManifests, parseManifests, renderManifests } from './manifests.ts';
 import { loadConfig, type SettingFlags } from './options.ts';
+import { webhookOptions, type WebhookFlags } from './webhook-flags.ts';
 
 function readInput(file: string): { text: string; source: string } {
   try {
@@ -51,7 +52,7 @@ export function program(): Command {
         const d = v.result.decision;
         const line =
           d.action === 'inject'
-            ? `${v.ref}: inject (mode=${d.mode}, sink=${d.settings.sink}, ttlSecondsAfterFinished=${d.settings.ttlSecondsAfterFinished}, drainSeconds=${d.settings.drainSeconds})`
+            ? `${v.ref}: inject (mode=${d.mode}, sink=${d.settings.sink}, ttlSecondsAfterFinished=${d.ttlSecondsAfterFinished ?? `unset (sink ${d.settings.sink} is not durable)`}, drainSeconds=${d.settings.drainSeconds})`
             : `${v.ref}: skip (${d.reason}): ${d.detail}`;
         process.stdout.write(line + '\n');
         for (const w of v.result.warnings) process.stdout.write(`  warning: ${w}\n`);
@@ -83,8 +84,9 @@ export function program(): Command {
     .option('--cert-interval-seconds <s>', 'how often the certificate Secret is checked', '30')
     .option('--cabundle-interval-seconds <s>', 'how often the caBundle is checked', '30')
     .action(async (flags) => {
+      const options = webhookOptions(flags as WebhookFlags);
       const { runWebhook } = await import('../webhook/run.ts');
-      await runWebhook(flags);
+      await runWebhook(options);
     });
 
   prog

@@ -1,10 +1,10 @@
 import type { Operation } from 'fast-json-patch';
-import { ERROR_CODES, JobharvestError, SKIP_REASONS, errorCodeOf, type ErrorCode } from './errors.ts';
+import { ERROR_CODES, JobharvestError, errorCodeOf, type ErrorCode } from './errors.ts';
 import { isObject, type Job, type NamespaceMeta } from './kube.ts';
 import type { Config } from './config.ts';
 import type { ServerVersion } from './server-version.ts';
 import { mutateJob } from './mutate.ts';
-import type { Decision } from './decide.ts';
+import { SKIP_REASONS, type Decision } from './decide.ts';
 import { createPatch } from './patch.ts';
 
 export const ADMISSION_API_VERSION = 'admission.k8s.io/v1';
@@ -58,8 +58,8 @@ export interface ReviewResult {
 }
 
 /**
- * Validates the envelope. Only this can fail the HTTP request (400): a request
- * we cannot answer by uid is not an admission at all.
+ * Validates the envelope. Only this can fail the HTTP request (JH_BAD_REQUEST,
+ * 400): a request we cannot answer by uid is not an admission at all.
  */
 export function parseReview(body: unknown): AdmissionRequest {
   if (!isObject(body)) throw bad('body is not a JSON object');

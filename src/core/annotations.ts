@@ -1,8 +1,8 @@
+import { credentialQueryParameter, isEndpointScheme } from '../contract/endpoint.ts';
+import { esIndexProblem, forwardTagProblem, lokiTenantProblem } from '../contract/values.ts';
 import { SINKS, type SinkType } from '../contract/env.ts';
 
 /** Every annotation jobharvest reads or writes. The docs test compares this list with the configuration reference. */
-export const ANNOTATION_PREFIX = 'jobharvest.io/';
-
 export const ANNOTATIONS = {
   inject: 'jobharvest.io/inject',
   mode: 'jobharvest.io/mode',
@@ -58,8 +58,10 @@ export const parse = {
     } catch {
       return bad('not a URL');
     }
-    if (!['http:', 'https:', 'tcp:', 'tls:'].includes(u.protocol)) return bad('scheme must be http, https, tcp or tls');
+    if (!isEndpointScheme(u.protocol)) return bad('scheme must be http, https, tcp or tls');
     if (u.username || u.password) return bad('credentials in the URL are not allowed; use auth-secret');
+    const param = credentialQueryParameter(u);
+    if (param !== undefined) return bad(`query parameter ${JSON.stringify(param.slice(0, 40))} looks like a credential, which would sit in plain pod env; use auth-secret`);
     return ok(s);
   },
   seconds(min: number, max: number) {
@@ -88,4 +90,17 @@ export const parse = {
     if (/[\u0000-\u001f\u007f]/.test(s)) return bad('contains control characters');
     return ok(s);
   },
+  esIndex: checked(esIndexProblem),
+  lokiTenant: checked(lokiTenantProblem),
+  forwardTag: checked(forwardTagProblem),
 };
+
+/** Free text that must also be acceptable to the sink's protocol. */
+function checked(problem: (v: string) => string | undefined) {
+  return (v: string): ParseResult<string> => {
+    const r = parse.text(v);
+    if (!r.ok) return r;
+    const why = problem(r.value);
+    return why === undefined ? r : bad(why);
+  };
+}

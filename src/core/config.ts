@@ -2,6 +2,12 @@ import { z } from 'zod';
 import { SINKS } from '../contract/env.ts';
 import { ERROR_CODES, JobharvestError } from './errors.ts';
 import { parse } from './annotations.ts';
+import { headerListProblem } from '../contract/values.ts';
+
+function headerList(v: string): { ok: boolean; why?: string } {
+  const why = headerListProblem(v);
+  return why === undefined ? { ok: true } : { ok: false, why };
+}
 
 /**
  * The global configuration: the chart renders it into a file, the CLI reads the
@@ -60,15 +66,9 @@ const configSchema = z
         stateSizeLimit: z.string().default('64Mi'),
       })
       .strict()
-      .default({
-        image: 'jobharvest:0.1.0',
-        imagePullPolicy: 'IfNotPresent',
-        args: ['--max-semi-space-size=4', '--max-old-space-size=48', '--no-concurrent-recompilation', '/app/sidecar.mjs'],
-        startedCommand: ['/nodejs/bin/node', '/app/sidecar.mjs', '--wait-started'],
-        runAsUser: 65532,
-        resources: { requests: { cpu: '10m', memory: '32Mi' }, limits: { memory: '128Mi' } },
-        stateSizeLimit: '64Mi',
-      }),
+      // prefault, not default: the empty object goes through the schema above,
+      // so every sidecar default is written once, on its field.
+      .prefault({}),
   })
   .strict();
 
@@ -95,6 +95,10 @@ export function parseConfig(input: unknown): Config {
     ['sink.endpoint', cfg.sink.endpoint, parse.endpoint],
     ['sink.authSecret', cfg.sink.authSecret, parse.secretName],
     ['sink.tlsSecret', cfg.sink.tlsSecret, parse.secretName],
+    ['sink.esIndex', cfg.sink.esIndex, parse.esIndex],
+    ['sink.lokiTenant', cfg.sink.lokiTenant, parse.lokiTenant],
+    ['sink.forwardTag', cfg.sink.forwardTag, parse.forwardTag],
+    ['sink.headers', cfg.sink.headers, headerList],
   ];
   const problems: string[] = [];
   for (const [path, value, check] of checks) {

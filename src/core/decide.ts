@@ -1,8 +1,7 @@
-import { NAMES, type SourceMode } from '../contract/env.ts';
+import { NAMES, type SinkType, type SourceMode } from '../contract/env.ts';
 import { ANNOTATIONS, INJECT_LABEL, PSA_ENFORCE_LABEL, parse } from './annotations.ts';
 import { excludedNamespaces, type Config } from './config.ts';
-import { SKIP_REASONS, type SkipReason } from './errors.ts';
-import { isJob, type Job, type NamespaceMeta } from './kube.ts';
+import { isJob, isObject, type Job, type NamespaceMeta } from './kube.ts';
 import { resolveSettings, type Settings } from './settings.ts';
 import { supportsNativeSidecars, type ServerVersion } from './server-version.ts';
 
@@ -16,9 +15,49 @@ export interface DecideContext {
   assumeOptedIn?: boolean;
 }
 
+/**
+ * Why a Job was admitted without the sidecar. Logs, the skipped-jobs metric and
+ * `explain` use these strings, so dashboards keep working across releases:
+ * never rename one, only add.
+ */
+export const SKIP_REASONS = {
+  NOT_A_JOB: 'not-a-job',
+  NOT_CREATE: 'not-create',
+  NAMESPACE_EXCLUDED: 'namespace-excluded',
+  NAMESPACE_NOT_OPTED_IN: 'namespace-not-opted-in',
+  OPTED_OUT_JOB: 'opted-out-job',
+  OPTED_OUT_TEMPLATE: 'opted-out-template',
+  ALREADY_INJECTED: 'already-injected',
+  NAME_CONFLICT: 'name-conflict',
+  UNSUPPORTED_SERVER_VERSION: 'unsupported-server-version',
+  SINK_UNCONFIGURED: 'sink-unconfigured',
+  NAMESPACE_UNKNOWN: 'namespace-unknown',
+  WINDOWS_POD: 'windows-pod',
+  MANAGED_ELSEWHERE: 'managed-elsewhere',
+  ANNOTATIONS_TOO_LARGE: 'annotations-too-large',
+} as const;
+export type SkipReason = (typeof SKIP_REASONS)[keyof typeof SKIP_REASONS];
+
 export type Decision =
-  | { action: 'inject'; reason: 'opted-in'; settings: Settings; mode: SourceMode; warnings: string[] }
+  | {
+      action: 'inject';
+      reason: 'opted-in';
+      settings: Settings;
+      mode: SourceMode;
+      /** The TTL to give a Job that has none; null when the sink keeps no copy of the logs. */
+      ttlSecondsAfterFinished: number | null;
+      warnings: string[];
+    }
   | { action: 'skip'; reason: SkipReason; detail: string; warnings: string[] };
+
+/** Sinks that keep the logs somewhere the Job's deletion does not reach. */
+export function isDurableSink(sink: SinkType): boolean {
+  return sink !== 'stdout';
+}
+
+/** The only controller that runs a Job's pods on this cluster; another one (e.g. MultiKueue) runs them elsewhere. */
+export const JOB_CONTROLLER = 'kubernetes.io/job-controller';
+const OS_LABEL = 'kubernetes.io/os';
 
 function skip(reason: SkipReason, detail: string, warnings: string[] = []): Decision {
   return { action: 'skip', reason, detail, warnings };
@@ -59,6 +98,21 @@ export function decide(job: unknown, ctx: DecideContext): Decision {
   if (meta.annotations?.[ANNOTATIONS.status] !== undefined) {
     return skip(SKIP_REASONS.ALREADY_INJECTED, `already injected (${ANNOTATIONS.status} present)`, warnings);
   }
+  const managedBy = job.spec?.managedBy;
+  if (managedBy !== undefined && managedBy !== null && managedBy !== JOB_CONTROLLER) {
+    const who = JSON.stringify(String(managedBy).slice(0, 64));
+    return skip(SKIP_REASONS.MANAGED_ELSEWHERE, `spec.managedBy is ${who}: its pods do not run on this cluster`, [
+      ...warnings,
+      `spec.managedBy is ${who}, so this cluster's Job controller does not run it; Job admitted without the log sidecar and without a TTL`,
+    ]);
+  }
+  const windows = windowsPod(template?.spec);
+  if (windows) {
+    return skip(SKIP_REASONS.WINDOWS_POD, `a Windows pod (${windows})`, [
+      ...warnings,
+      `the pod runs on Windows (${windows}) and the sidecar is Linux-only; Job admitted without the log sidecar`,
+    ]);
+  }
   const conflict = nameConflict(job);
   if (conflict) {
     return skip(SKIP_REASONS.NAME_CONFLICT, conflict, [...warnings, `${conflict}; Job admitted without the log sidecar`]);
@@ -84,7 +138,38 @@ export function decide(job: unknown, ctx: DecideContext): Decision {
       `sink ${settings.sink} has no endpoint configured; Job admitted without the log sidecar`,
     ]);
   }
-  return { action: 'inject', reason: 'opted-in', settings, mode: resolveMode(settings, ctx.namespace), warnings };
+  let ttl: number | null = settings.ttlSecondsAfterFinished;
+  if (!isDurableSink(settings.sink)) {
+    ttl = null;
+    if (job.spec?.ttlSecondsAfterFinished === undefined || job.spec?.ttlSecondsAfterFinished === null) {
+      warnings.push(
+        `sink ${settings.sink} keeps the logs only in the pod, so ttlSecondsAfterFinished is not set and the Job is kept as before; configure a sink and endpoint to have it deleted once its logs are shipped`,
+      );
+    }
+  }
+  return { action: 'inject', reason: 'opted-in', settings, mode: resolveMode(settings, ctx.namespace), ttlSecondsAfterFinished: ttl, warnings };
+}
+
+/**
+ * Why the pod will run on Windows, if it will: the sidecar is a Linux image, and
+ * its Linux-only security fields make the API server refuse a pod template with
+ * spec.os.name windows outright.
+ */
+function windowsPod(spec: unknown): string | undefined {
+  if (!isObject(spec)) return undefined;
+  if (isObject(spec.os) && spec.os.name === 'windows') return 'spec.os.name: windows';
+  if (isObject(spec.nodeSelector) && spec.nodeSelector[OS_LABEL] === 'windows') return `nodeSelector ${OS_LABEL}: windows`;
+  const affinity = isObject(spec.affinity) && isObject(spec.affinity.nodeAffinity) ? spec.affinity.nodeAffinity : undefined;
+  const required = affinity && isObject(affinity.requiredDuringSchedulingIgnoredDuringExecution) ? affinity.requiredDuringSchedulingIgnoredDuringExecution : undefined;
+  const terms = Array.isArray(required?.nodeSelectorTerms) ? required.nodeSelectorTerms : [];
+  // Terms are ORed: one that admits Windows nodes is enough for the pod to land on one.
+  const windowsTerm = terms.some(
+    (t) =>
+      isObject(t) &&
+      Array.isArray(t.matchExpressions) &&
+      t.matchExpressions.some((e) => isObject(e) && e.key === OS_LABEL && e.operator === 'In' && Array.isArray(e.values) && e.values.includes('windows')),
+  );
+  return windowsTerm ? `required node affinity ${OS_LABEL} In windows` : undefined;
 }
 
 /**

@@ -1,23 +1,8 @@
 /**
- * Stable error and reason codes. Logs, metrics labels, warnings and the CLI all
- * use these strings, so dashboards and alerts keep working across releases:
- * never rename one, only add.
+ * Stable error codes. Logs, metrics labels, HTTP answers and the CLI all use
+ * these strings, so dashboards and alerts keep working across releases: never
+ * rename one, only add.
  */
-export const SKIP_REASONS = {
-  NOT_A_JOB: 'not-a-job',
-  NOT_CREATE: 'not-create',
-  NAMESPACE_EXCLUDED: 'namespace-excluded',
-  NAMESPACE_NOT_OPTED_IN: 'namespace-not-opted-in',
-  OPTED_OUT_JOB: 'opted-out-job',
-  OPTED_OUT_TEMPLATE: 'opted-out-template',
-  ALREADY_INJECTED: 'already-injected',
-  NAME_CONFLICT: 'name-conflict',
-  UNSUPPORTED_SERVER_VERSION: 'unsupported-server-version',
-  SINK_UNCONFIGURED: 'sink-unconfigured',
-  NAMESPACE_UNKNOWN: 'namespace-unknown',
-} as const;
-export type SkipReason = (typeof SKIP_REASONS)[keyof typeof SKIP_REASONS];
-
 export const ERROR_CODES = {
   /** The request body is not a usable AdmissionReview (answered with HTTP 400). */
   BAD_REQUEST: 'JH_BAD_REQUEST',
@@ -32,12 +17,26 @@ export const ERROR_CODES = {
 } as const;
 export type ErrorCode = (typeof ERROR_CODES)[keyof typeof ERROR_CODES];
 
+/** The HTTP status each error answers with, where it reaches an HTTP client at all. */
+export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
+  JH_BAD_REQUEST: 400,
+  JH_INTERNAL: 500,
+  JH_PATCH_FAILED: 500,
+  JH_BAD_CONFIG: 500,
+  JH_BAD_INPUT: 400,
+};
+
 export class JobharvestError extends Error {
   readonly code: ErrorCode;
   constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.code = code;
     this.name = 'JobharvestError';
+  }
+
+  /** Read by Fastify's error handler, like the statusCode of its own errors. */
+  get statusCode(): number {
+    return HTTP_STATUS[this.code];
   }
 }
 

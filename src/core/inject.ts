@@ -9,6 +9,8 @@ export interface InjectParams {
   job: Job;
   settings: Settings;
   mode: SourceMode;
+  /** Set when the Job has none; null leaves it unset (see decide). */
+  ttlSecondsAfterFinished: number | null;
   config: Config;
 }
 
@@ -36,7 +38,7 @@ const TOKEN_EXPIRATION_SECONDS = 3607;
  * same input gives the same output byte for byte, which the golden files rely on.
  * The caller has already decided to inject (see decide()).
  */
-export function inject({ job: input, settings, mode, config }: InjectParams): { job: Job; warnings: string[] } {
+export function inject({ job: input, settings, mode, ttlSecondsAfterFinished, config }: InjectParams): { job: Job; warnings: string[] } {
   // Copy-on-write along the paths this function changes; every other subtree
   // is shared with the input. A deep clone of the whole Job was the single
   // largest cost per admission, and the input is never mutated either way.
@@ -98,8 +100,8 @@ export function inject({ job: input, settings, mode, config }: InjectParams): { 
   pod.volumes = [...(pod.volumes ?? []), ...volumes];
 
   let ttl: number | null = null;
-  if (job.spec.ttlSecondsAfterFinished === undefined || job.spec.ttlSecondsAfterFinished === null) {
-    ttl = settings.ttlSecondsAfterFinished;
+  if (ttlSecondsAfterFinished !== null && (job.spec.ttlSecondsAfterFinished === undefined || job.spec.ttlSecondsAfterFinished === null)) {
+    ttl = ttlSecondsAfterFinished;
     job.spec.ttlSecondsAfterFinished = ttl;
   }
 

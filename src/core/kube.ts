@@ -45,6 +45,7 @@ export interface PodTemplate {
 export interface JobSpec {
   template?: PodTemplate;
   ttlSecondsAfterFinished?: number;
+  managedBy?: string;
   [k: string]: unknown;
 }
 
@@ -71,9 +72,4 @@ export function isJob(o: unknown): o is Job {
 
 export function isObject(o: unknown): o is Obj {
   return typeof o === 'object' && o !== null && !Array.isArray(o);
-}
-
-/** Deep copy of a JSON value; objects from YAML or JSON never hold cycles or functions. */
-export function clone<T>(v: T): T {
-  return structuredClone(v);
 }

@@ -1,6 +1,7 @@
-import { decide, type DecideContext, type Decision } from './decide.ts';
+import { redactUrls } from '../contract/redact.ts';
+import { SKIP_REASONS, decide, type DecideContext, type Decision } from './decide.ts';
 import { inject } from './inject.ts';
-import type { Job } from './kube.ts';
+import type { Job, ObjectMeta } from './kube.ts';
 
 export interface MutateResult {
   decision: Decision;
@@ -9,10 +10,40 @@ export interface MutateResult {
   warnings: string[];
 }
 
+/** The API server refuses an object whose annotations (keys plus values, in bytes) exceed 256 KiB. */
+export const ANNOTATIONS_LIMIT_BYTES = 256 * 1024;
+
+export function annotationBytes(meta: ObjectMeta | undefined): number {
+  let n = 0;
+  for (const [k, v] of Object.entries(meta?.annotations ?? {})) n += Buffer.byteLength(k) + Buffer.byteLength(String(v));
+  return n;
+}
+
 /** decide → inject, the one path the webhook, the CLI and the tests share. */
 export function mutateJob(job: Job, ctx: DecideContext): MutateResult {
   const decision = decide(job, ctx);
-  if (decision.action === 'skip') return { decision, job, warnings: decision.warnings };
-  const out = inject({ job, settings: decision.settings, mode: decision.mode, config: ctx.config });
-  return { decision, job: out.job, warnings: [...decision.warnings, ...out.warnings] };
+  // Warnings quote annotation values, which may hold endpoints with credentials.
+  if (decision.action === 'skip') return { decision, job, warnings: decision.warnings.map(redactUrls) };
+  const out = inject({ job, settings: decision.settings, mode: decision.mode, ttlSecondsAfterFinished: decision.ttlSecondsAfterFinished, config: ctx.config });
+  const over = tooLarge(out.job);
+  if (over) {
+    const detail = `the added annotations would make the ${over}`;
+    const skipped: Decision = {
+      action: 'skip',
+      reason: SKIP_REASONS.ANNOTATIONS_TOO_LARGE,
+      detail,
+      warnings: [...decision.warnings, `${detail}; Job admitted without the log sidecar`],
+    };
+    return { decision: skipped, job, warnings: skipped.warnings.map(redactUrls) };
+  }
+  return { decision, job: out.job, warnings: [...decision.warnings, ...out.warnings].map(redactUrls) };
+}
+
+function tooLarge(job: Job): string | undefined {
+  const limit = ANNOTATIONS_LIMIT_BYTES;
+  const jobBytes = annotationBytes(job.metadata);
+  if (jobBytes > limit) return `Job's annotations ${jobBytes} bytes, over the API server's limit of ${limit}`;
+  const podBytes = annotationBytes(job.spec?.template?.metadata);
+  if (podBytes > limit) return `pod template's annotations ${podBytes} bytes, over the API server's limit of ${limit}`;
+  return undefined;
 }

@@ -1,4 +1,5 @@
 import type { SinkType } from '../contract/env.ts';
+import { redactUrls } from '../contract/redact.ts';
 import { ANNOTATIONS, parse, type ModeSetting, type ParseResult } from './annotations.ts';
 import type { Config } from './config.ts';
 
@@ -37,10 +38,10 @@ const FIELDS: Field[] = [
   { key: 'drainSeconds', annotation: ANNOTATIONS.drainSeconds, parse: parse.seconds(1, 3600) },
   { key: 'authSecret', annotation: ANNOTATIONS.authSecret, parse: parse.secretName },
   { key: 'tlsSecret', annotation: ANNOTATIONS.tlsSecret, parse: parse.secretName },
-  { key: 'esIndex', annotation: ANNOTATIONS.esIndex, parse: parse.text },
+  { key: 'esIndex', annotation: ANNOTATIONS.esIndex, parse: parse.esIndex },
   { key: 'otlpEncoding', annotation: ANNOTATIONS.otlpEncoding, parse: parse.otlpEncoding },
-  { key: 'lokiTenant', annotation: ANNOTATIONS.lokiTenant, parse: parse.text },
-  { key: 'forwardTag', annotation: ANNOTATIONS.forwardTag, parse: parse.text },
+  { key: 'lokiTenant', annotation: ANNOTATIONS.lokiTenant, parse: parse.lokiTenant },
+  { key: 'forwardTag', annotation: ANNOTATIONS.forwardTag, parse: parse.forwardTag },
 ];
 
 export function globalSettings(cfg: Config): Settings {
@@ -81,7 +82,7 @@ export function resolveSettings(cfg: Config, levels: AnnotationLevel[]): { setti
         (settings as unknown as Record<string, unknown>)[f.key] = r.value;
       } else {
         warnings.push(
-          `${level} annotation ${f.annotation}=${JSON.stringify(truncate(redact(raw), 64))} ignored: ${r.why}; using ${show(settings[f.key])}`,
+          `${level} annotation ${f.annotation}=${JSON.stringify(truncate(redactUrls(raw), 64))} ignored: ${r.why}; using ${show(settings[f.key])}`,
         );
       }
     }
@@ -94,10 +95,6 @@ export function resolveSettings(cfg: Config, levels: AnnotationLevel[]): { setti
   return { settings, warnings };
 }
 
-/** Warnings reach kubectl and logs: never echo URL credentials back. */
-export function redact(s: string): string {
-  return s.replace(/(\/\/)[^/@\s]*@/g, '$1***@');
-}
 
 function truncate(s: string, n: number): string {
   return s.length > n ? `${s.slice(0, n)}…` : s;

@@ -2,7 +2,7 @@ import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions
 import type { SecureContextOptions } from 'node:tls';
 import { parseReview, review, type ReviewDeps } from '../core/admission.ts';
 import { ERROR_CODES, JobharvestError } from '../core/errors.ts';
-import { createMetrics, type Metrics } from './metrics.ts';
+import { createMetrics, kindLabel, operationLabel, type Metrics } from './metrics.ts';
 
 export interface Readiness {
   ready: boolean;
@@ -45,27 +45,23 @@ export function build(opts: AppOptions): FastifyInstance {
       : {}),
   }) as unknown as FastifyInstance;
 
+  // The one place that answers a request with an error: Fastify's own (bad JSON,
+  // body too large, wrong content type) and ours (JobharvestError) both carry
+  // their status; anything else is a bug and answers 500.
   app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, req, reply) => {
     const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
     if (status === 400) metrics.badRequests.inc();
     req.log.warn({ err: { message: err.message, code: err.code } }, 'request rejected');
-    void reply.code(status).send({ code: status === 500 ? ERROR_CODES.INTERNAL : ERROR_CODES.BAD_REQUEST, message: err.message });
+    const code = err instanceof JobharvestError ? err.code : status === 500 ? ERROR_CODES.INTERNAL : ERROR_CODES.BAD_REQUEST;
+    void reply.code(status).send({ code, message: err.message });
   });
 
   app.post('/mutate', async (req, reply) => {
     const started = process.hrtime.bigint();
-    let request;
-    try {
-      request = parseReview(req.body);
-    } catch (err) {
-      metrics.badRequests.inc();
-      const message = err instanceof JobharvestError ? err.message : 'invalid AdmissionReview';
-      req.log.warn({ message }, 'bad admission request');
-      return reply.code(400).send({ code: ERROR_CODES.BAD_REQUEST, message });
-    }
+    const request = parseReview(req.body);
     const result = await review(request, opts.deps);
     const o = result.outcome;
-    metrics.requests.inc({ operation: String(request.operation ?? ''), kind: String(request.kind?.kind ?? '') });
+    metrics.requests.inc({ operation: operationLabel(request.operation), kind: kindLabel(request.kind) });
     const log = req.log;
     const ids = { uid: result.uid, namespace: request.namespace, name: nameOf(request.object) };
     if (o.kind === 'injected') {

@@ -1,6 +1,22 @@
 import { Counter, Histogram, Registry, Gauge, collectDefaultMetrics } from 'prom-client';
 
 /**
+ * Label values come only from these fixed sets, never straight from a request:
+ * anyone who can reach /mutate chooses `operation` and `kind`, and every new
+ * value would be a new series held in memory for the life of the process.
+ */
+const OPERATIONS = new Set(['CREATE', 'UPDATE', 'DELETE', 'CONNECT']);
+
+export function operationLabel(op: unknown): string {
+  return typeof op === 'string' && OPERATIONS.has(op) ? op : 'other';
+}
+
+/** Only batch/v1 Jobs are registered with the webhook; anything else is one bucket. */
+export function kindLabel(kind: { group?: unknown; kind?: unknown } | undefined): string {
+  return kind?.group === 'batch' && kind.kind === 'Job' ? 'Job' : 'other';
+}
+
+/**
  * One registry per app instance, never the global one: tests build many apps in
  * one process and each must count only its own requests.
  */
@@ -9,7 +25,7 @@ export function createMetrics(opts: { defaultMetrics?: boolean } = {}) {
   if (opts.defaultMetrics) collectDefaultMetrics({ register: registry, prefix: 'jobharvest_' });
   const requests = new Counter({
     name: 'jobharvest_admission_requests_total',
-    help: 'AdmissionReview requests answered, by operation and kind.',
+    help: 'AdmissionReview requests answered, by operation (CREATE, UPDATE, DELETE, CONNECT or other) and kind (Job or other).',
     labelNames: ['operation', 'kind'] as const,
     registers: [registry],
   });

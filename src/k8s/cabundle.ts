@@ -1,13 +1,15 @@
 import type { AdmissionregistrationV1Api } from '@kubernetes/client-node';
 import { issuedByAny } from '../tls/inspect.ts';
-import { backoffMs, messageOf, sleep, statusOf } from './errors.ts';
+import { messageOf } from './errors.ts';
+import type { Log } from './log.ts';
+import { retryOnConflict } from './retry.ts';
 
 export interface CaBundleOptions {
   webhookConfigName: string;
   /** false: only check (cert-manager and provided modes, where somebody else writes the caBundle). */
   write: boolean;
   intervalMs?: number;
-  log: (level: 'info' | 'warn' | 'error', msg: string, extra?: object) => void;
+  log: Log;
   /** Called after every check with whether the live caBundle matches. */
   onStatus?: (matches: boolean) => void;
 }
@@ -86,30 +88,27 @@ export class CaBundleReconciler {
     const want = this.bundle;
     const wantB64 = want ? Buffer.from(want, 'utf8').toString('base64') : undefined;
     const name = this.opts.webhookConfigName;
-    for (let attempt = 0; ; attempt++) {
-      const cfg = await this.api.readMutatingWebhookConfiguration({ name });
-      const hooks = cfg.webhooks ?? [];
-      if (!this.opts.write || !wantB64) {
-        this.setMatches(hooks.length > 0 && hooks.every((h) => this.trusts(h.clientConfig?.caBundle)));
-        return;
-      }
-      const stale = hooks.filter((h) => h.clientConfig?.caBundle !== wantB64);
-      if (stale.length === 0) {
-        this.setMatches(hooks.length > 0);
-        return;
-      }
-      this.setMatches(false);
-      for (const h of hooks) h.clientConfig = { ...(h.clientConfig ?? {}), caBundle: wantB64 };
-      try {
+    await retryOnConflict(
+      async () => {
+        const cfg = await this.api.readMutatingWebhookConfiguration({ name });
+        const hooks = cfg.webhooks ?? [];
+        if (!this.opts.write || !wantB64) {
+          this.setMatches(hooks.length > 0 && hooks.every((h) => this.trusts(h.clientConfig?.caBundle)));
+          return;
+        }
+        const stale = hooks.filter((h) => h.clientConfig?.caBundle !== wantB64);
+        if (stale.length === 0) {
+          this.setMatches(hooks.length > 0);
+          return;
+        }
+        this.setMatches(false);
+        for (const h of hooks) h.clientConfig = { ...(h.clientConfig ?? {}), caBundle: wantB64 };
         // replace carries the resourceVersion just read: a concurrent writer makes it 409.
         await this.api.replaceMutatingWebhookConfiguration({ name, body: cfg });
         this.opts.log('info', 'caBundle updated', { webhookConfiguration: name, entries: stale.map((h) => h.name) });
         this.setMatches(true);
-        return;
-      } catch (err) {
-        if (statusOf(err) !== 409 || attempt >= 10) throw err;
-        await sleep(backoffMs(attempt));
-      }
-    }
+      },
+      { retries: 10, baseMs: 100, maxMs: 5000 },
+    );
   }
 }

@@ -1,6 +1,8 @@
 import type { CoreV1Api, V1Secret } from '@kubernetes/client-node';
 import { planCertificates, type CertMaterial, type CertPolicy, type ForceRotation } from '../tls/plan.ts';
-import { backoffMs, messageOf, sleep, statusOf } from './errors.ts';
+import { messageOf, statusOf } from './errors.ts';
+import type { Log } from './log.ts';
+import { retryOnConflict } from './retry.ts';
 
 /** Secret keys. `ca.crt` is the trust bundle, as cert-manager names it; the signer is kept apart. */
 const KEYS = { caBundle: 'ca.crt', caCert: 'ca-signer.crt', caKey: 'ca.key', tlsCert: 'tls.crt', tlsKey: 'tls.key' } as const;
@@ -40,7 +42,7 @@ export interface CertSecretOptions {
   intervalMs?: number;
   labels?: Record<string, string>;
   onMaterial: (m: CertMaterial) => void;
-  log: (level: 'info' | 'warn' | 'error', msg: string, extra?: object) => void;
+  log: Log;
   now?: () => Date;
 }
 
@@ -95,48 +97,50 @@ export class CertSecretManager {
 
   async reconcile(): Promise<CertMaterial> {
     const { namespace, name } = this.opts;
-    for (let attempt = 0; ; attempt++) {
-      const now = this.opts.now?.() ?? new Date();
-      let secret: V1Secret | undefined;
-      try {
-        secret = await this.core.readNamespacedSecret({ name, namespace });
-      } catch (err) {
-        if (statusOf(err) !== 404) throw err;
-      }
-      const force = secret?.metadata?.annotations?.[ROTATE_ANNOTATION] as ForceRotation;
-      const plan = await planCertificates(fromSecret(secret), this.opts.policy, now, force === 'leaf' || force === 'ca' ? force : undefined);
-      if (!plan.changed && !force) {
-        this.emit(plan.material);
-        return plan.material;
-      }
-      const annotations = { ...(secret?.metadata?.annotations ?? {}) };
-      delete annotations[ROTATE_ANNOTATION];
-      if (plan.material.caRotatedAt) annotations[ROTATED_AT] = plan.material.caRotatedAt;
-      const body: V1Secret = {
-        apiVersion: 'v1',
-        kind: 'Secret',
-        type: 'Opaque',
-        metadata: {
-          name,
-          namespace,
-          labels: { ...(secret?.metadata?.labels ?? {}), ...(this.opts.labels ?? {}) },
-          annotations,
-          ...(secret?.metadata?.resourceVersion ? { resourceVersion: secret.metadata.resourceVersion } : {}),
-        },
-        data: toData(plan.material),
-      };
-      try {
+    // 409: another replica created or updated it first. Read again and adopt theirs.
+    return retryOnConflict(
+      async () => {
+        const now = this.opts.now?.() ?? new Date();
+        let secret: V1Secret | undefined;
+        try {
+          secret = await this.core.readNamespacedSecret({ name, namespace });
+        } catch (err) {
+          if (statusOf(err) !== 404) throw err;
+        }
+        const force = secret?.metadata?.annotations?.[ROTATE_ANNOTATION] as ForceRotation;
+        const plan = await planCertificates(fromSecret(secret), this.opts.policy, now, force === 'leaf' || force === 'ca' ? force : undefined);
+        if (!plan.changed && !force) {
+          this.emit(plan.material);
+          return plan.material;
+        }
+        const annotations = { ...(secret?.metadata?.annotations ?? {}) };
+        delete annotations[ROTATE_ANNOTATION];
+        if (plan.material.caRotatedAt) annotations[ROTATED_AT] = plan.material.caRotatedAt;
+        const body: V1Secret = {
+          apiVersion: 'v1',
+          kind: 'Secret',
+          type: 'Opaque',
+          metadata: {
+            name,
+            namespace,
+            labels: { ...(secret?.metadata?.labels ?? {}), ...(this.opts.labels ?? {}) },
+            annotations,
+            ...(secret?.metadata?.resourceVersion ? { resourceVersion: secret.metadata.resourceVersion } : {}),
+          },
+          data: toData(plan.material),
+        };
         if (secret) await this.core.replaceNamespacedSecret({ name, namespace, body });
         else await this.core.createNamespacedSecret({ namespace, body });
         this.opts.log('info', 'certificate secret written', { secret: `${namespace}/${name}`, reasons: plan.reasons });
         this.emit(plan.material);
         return plan.material;
-      } catch (err) {
-        // 409: another replica created or updated it first. Adopt theirs.
-        if (statusOf(err) !== 409 || attempt >= 8) throw err;
-        this.opts.log('info', 'certificate secret changed concurrently; re-reading', { secret: `${namespace}/${name}` });
-        await sleep(backoffMs(attempt, 50, 1000));
-      }
-    }
+      },
+      {
+        retries: 8,
+        baseMs: 50,
+        maxMs: 1000,
+        onConflict: () => this.opts.log('info', 'certificate secret changed concurrently; re-reading', { secret: `${namespace}/${name}` }),
+      },
+    );
   }
 }

@@ -10,12 +10,13 @@ import { CaBundleReconciler } from './cabundle.ts';
 import { CertSecretManager } from './cert-secret.ts';
 import { loadKubeConfig } from './client.ts';
 import { messageOf } from './errors.ts';
+import { managedByLabels } from './labels.ts';
+import type { Log } from './log.ts';
 import { LogReaderRbac } from './log-reader-rbac.ts';
 import { startNamespaceCache } from './namespace-cache.ts';
 import { registerUrlWebhook } from './register.ts';
 
 export type CertMode = 'auto' | 'cert-manager' | 'provided' | 'local';
-export type Log = (level: 'info' | 'warn' | 'error', msg: string, extra?: object) => void;
 
 export interface EdgeOptions {
   config: Config;
@@ -94,7 +95,7 @@ export async function startEdgeWith(kc: KubeConfig, opts: EdgeOptions): Promise<
       namespace: opts.namespace,
       name: opts.certSecret,
       policy: { ...DEFAULT_POLICY, dnsNames: serviceDnsNames(opts.serviceName, opts.namespace, opts.extraDnsNames), ipAddresses: opts.extraIps },
-      labels: { 'app.kubernetes.io/managed-by': 'jobharvest' },
+      labels: managedByLabels(),
       log,
       ...(opts.certIntervalMs ? { intervalMs: opts.certIntervalMs } : {}),
       onMaterial: (m) => {
@@ -132,7 +133,7 @@ export async function startEdgeWith(kc: KubeConfig, opts: EdgeOptions): Promise<
         publishTls(p);
         void caBundle?.setMaterial(undefined, p.cert);
       },
-      onError: (e) => log('warn', 'cannot read the mounted certificate; keeping the current one', { error: messageOf(e) }),
+      onError: (e) => log('warn', 'cannot use the mounted certificate; keeping the current one', { error: messageOf(e) }),
     });
     tls = w.initial;
     stops.push(() => w.stop());

@@ -4,13 +4,13 @@ import { namespaceOptIn, resolveMode } from '../core/decide.ts';
 import type { NamespaceMeta } from '../core/kube.ts';
 import { resolveSettings } from '../core/settings.ts';
 import { messageOf, statusOf } from './errors.ts';
-
-const MANAGED_BY = { 'app.kubernetes.io/managed-by': 'jobharvest' };
+import { isManagedByUs, managedByLabels } from './labels.ts';
+import type { Log } from './log.ts';
 
 export interface LogReaderRbacOptions {
   config: Config;
   clusterRole: string;
-  log: (level: 'info' | 'warn' | 'error', msg: string, extra?: object) => void;
+  log: Log;
 }
 
 export function optedIn(ns: NamespaceMeta, config: Config): boolean {
@@ -67,7 +67,7 @@ export class LogReaderRbac {
     return {
       apiVersion: 'rbac.authorization.k8s.io/v1',
       kind: 'RoleBinding',
-      metadata: { name: this.opts.clusterRole, namespace, labels: { ...MANAGED_BY } },
+      metadata: { name: this.opts.clusterRole, namespace, labels: managedByLabels() },
       roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: this.opts.clusterRole },
       subjects: [{ kind: 'Group', apiGroup: 'rbac.authorization.k8s.io', name: `system:serviceaccounts:${namespace}` }],
     };
@@ -94,7 +94,7 @@ export class LogReaderRbac {
     try {
       const cur = await this.rbac.readNamespacedRoleBinding({ name: this.opts.clusterRole, namespace });
       // Never delete a binding somebody else made under the same name.
-      if (cur.metadata?.labels?.['app.kubernetes.io/managed-by'] !== 'jobharvest') return;
+      if (!isManagedByUs(cur.metadata?.labels)) return;
       await this.rbac.deleteNamespacedRoleBinding({ name: this.opts.clusterRole, namespace });
       this.opts.log('info', 'log-reader RoleBinding removed', { namespace });
     } catch (err) {

@@ -1,12 +1,13 @@
 import { CoreV1Api, makeInformer, type KubeConfig, type V1Namespace } from '@kubernetes/client-node';
 import type { NamespaceMeta } from '../core/kube.ts';
+import type { Log } from './log.ts';
 
 export interface NamespaceCacheOptions {
   /** Longest an admission waits on a cache miss before deciding on what is known. */
   lookupTimeoutMs?: number;
   /** Delay before re-listing after the watch fails. */
   restartDelayMs?: number;
-  log?: (level: 'info' | 'warn', msg: string, extra?: object) => void;
+  log?: Log;
   /** Registered before the first list, so they see every existing namespace too. */
   listeners?: Array<(ns: NamespaceMeta, deleted: boolean) => void>;
 }

@@ -2,6 +2,7 @@ import type { AdmissionregistrationV1Api, V1MutatingWebhookConfiguration } from 
 import { INJECT_LABEL } from '../core/annotations.ts';
 import { excludedNamespaces, type Config } from '../core/config.ts';
 import { statusOf } from './errors.ts';
+import { managedByLabels } from './labels.ts';
 
 export interface UrlWebhookOptions {
   name: string;
@@ -21,7 +22,7 @@ export function urlWebhookConfiguration(o: UrlWebhookOptions): V1MutatingWebhook
   return {
     apiVersion: 'admissionregistration.k8s.io/v1',
     kind: 'MutatingWebhookConfiguration',
-    metadata: { name: o.name, labels: { 'app.kubernetes.io/managed-by': 'jobharvest' } },
+    metadata: { name: o.name, labels: managedByLabels() },
     webhooks: [
       {
         name: 'jobs.jobharvest.io',

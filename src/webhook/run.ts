@@ -2,70 +2,51 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import { build } from '../http/app.ts';
 import { createMetrics } from '../http/metrics.ts';
-import { loadConfig } from '../cli/options.ts';
+import { earlyLog, webhookLogger } from '../http/logging.ts';
 import { generateBundle } from '../tls/generate.ts';
 import type { ReviewDeps } from '../core/admission.ts';
-import { JobharvestError, ERROR_CODES } from '../core/errors.ts';
+import type { Config } from '../core/config.ts';
 import type { CertMode, Edge } from '../k8s/edge.ts';
 
-export interface WebhookFlags {
-  config?: string;
+/** The `webhook` command's settings, already checked (see cli/webhook-flags.ts). */
+export interface WebhookOptions {
+  config: Config;
   host: string;
-  port: string;
-  tlsCert?: string;
-  tlsKey?: string;
-  caOut?: string;
-  kubeconfig?: string;
-  standalone?: boolean;
-  webhookUrl?: string;
-  failurePolicy?: string;
-  certMode?: string;
-  namespace?: string;
+  port: number;
+  standalone: boolean;
+  certMode: 'auto' | 'cert-manager' | 'provided';
+  failurePolicy: 'Ignore' | 'Fail' | undefined;
+  tlsCert: string | undefined;
+  tlsKey: string | undefined;
+  caOut: string | undefined;
+  kubeconfig: string | undefined;
+  webhookUrl: string | undefined;
+  namespace: string | undefined;
   serviceName: string;
-  certSecret?: string;
-  extraDnsNames?: string;
-  extraIps?: string;
-  webhookConfigName?: string;
-  logReaderClusterrole: string;
+  certSecret: string | undefined;
+  extraDnsNames: string[];
+  extraIps: string[];
+  webhookConfigName: string | undefined;
+  logReaderClusterRole: string;
   apiRbac: boolean;
-  certIntervalSeconds?: string;
-  cabundleIntervalSeconds?: string;
-}
-
-const list = (s: string | undefined) => (s ? s.split(',').map((x) => x.trim()).filter(Boolean) : []);
-
-function bad(msg: string): never {
-  throw new JobharvestError(ERROR_CODES.BAD_CONFIG, msg);
-}
-
-function seconds(name: string, v: string | undefined): number | undefined {
-  if (v === undefined) return undefined;
-  const n = Number(v);
-  if (!Number.isFinite(n) || n <= 0) bad(`--${name} ${v}: not a positive number of seconds`);
-  return n * 1000;
+  certIntervalMs: number | undefined;
+  caBundleIntervalMs: number | undefined;
 }
 
 /** Runs the webhook until SIGTERM/SIGINT, then finishes in-flight requests and exits. */
-export async function runWebhook(flags: WebhookFlags): Promise<void> {
-  const config = loadConfig({ ...(flags.config ? { config: flags.config } : {}) });
-  const port = Number(flags.port);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) bad(`--port ${flags.port}: not a port`);
-  if (flags.certMode && !['auto', 'cert-manager', 'provided'].includes(flags.certMode)) bad(`--cert-mode ${flags.certMode}: expected auto, cert-manager or provided`);
-  if (flags.failurePolicy && !['Ignore', 'Fail'].includes(flags.failurePolicy)) bad(`--failure-policy ${flags.failurePolicy}: expected Ignore or Fail`);
-  if (Boolean(flags.tlsCert) !== Boolean(flags.tlsKey)) bad('--tls-cert and --tls-key go together');
+export async function runWebhook(flags: WebhookOptions): Promise<void> {
+  const { config, port } = flags;
 
   const metrics = createMetrics({ defaultMetrics: true });
-  const logger = { level: process.env.LOG_LEVEL ?? 'info', base: { app: 'jobharvest-webhook' } };
-  const early = (level: string, msg: string, extra?: object) =>
-    process.stderr.write(JSON.stringify({ level, time: Date.now(), app: 'jobharvest-webhook', msg, ...extra }) + '\n');
+  const logger = webhookLogger({ level: process.env.LOG_LEVEL ?? 'info' });
+  const early = earlyLog;
 
   let edge: Edge | undefined;
   if (!flags.standalone) {
     const { startEdge } = await import('../k8s/edge.ts');
     const namespace = flags.namespace ?? process.env.POD_NAMESPACE ?? config.webhookNamespace;
-    const certIntervalMs = seconds('cert-interval-seconds', flags.certIntervalSeconds);
-    const caBundleIntervalMs = seconds('cabundle-interval-seconds', flags.cabundleIntervalSeconds);
-    const certMode: CertMode = flags.webhookUrl ? 'local' : ((flags.certMode as CertMode | undefined) ?? 'auto');
+    const { certIntervalMs, caBundleIntervalMs } = flags;
+    const certMode: CertMode = flags.webhookUrl ? 'local' : flags.certMode;
     edge = await startEdge({
       config,
       kubeconfig: flags.kubeconfig,
@@ -73,12 +54,12 @@ export async function runWebhook(flags: WebhookFlags): Promise<void> {
       namespace,
       serviceName: flags.serviceName,
       certSecret: flags.certSecret ?? `${flags.serviceName}-tls`,
-      extraDnsNames: list(flags.extraDnsNames),
-      extraIps: list(flags.extraIps),
+      extraDnsNames: flags.extraDnsNames,
+      extraIps: flags.extraIps,
       webhookConfigName: flags.webhookConfigName ?? (flags.webhookUrl ? 'jobharvest' : undefined),
       webhookUrl: flags.webhookUrl,
-      ...(flags.failurePolicy ? { failurePolicy: flags.failurePolicy as 'Ignore' | 'Fail' } : {}),
-      logReaderClusterRole: flags.logReaderClusterrole,
+      ...(flags.failurePolicy ? { failurePolicy: flags.failurePolicy } : {}),
+      logReaderClusterRole: flags.logReaderClusterRole,
       apiRbac: flags.apiRbac,
       tlsCertFile: flags.tlsCert,
       tlsKeyFile: flags.tlsKey,
@@ -100,7 +81,7 @@ export async function runWebhook(flags: WebhookFlags): Promise<void> {
     if (flags.tlsCert && flags.tlsKey) {
       tls = { cert: readFileSync(flags.tlsCert, 'utf8'), key: readFileSync(flags.tlsKey, 'utf8') };
     } else {
-      const bundle = await generateBundle({ dnsNames: ['localhost', ...list(flags.extraDnsNames)], ipAddresses: ['127.0.0.1', '::1', ...list(flags.extraIps)] });
+      const bundle = await generateBundle({ dnsNames: ['localhost', ...flags.extraDnsNames], ipAddresses: ['127.0.0.1', '::1', ...flags.extraIps] });
       tls = bundle.serving;
       if (flags.caOut) writeFileSync(flags.caOut, bundle.ca.cert, { mode: 0o644 });
     }

@@ -15,7 +15,7 @@ function cli(args: string[], input?: string) {
 
 describe('jobharvest CLI (real process)', () => {
   it('inject reads a file and prints the injected Job', () => {
-    const r = cli(['inject', '-f', 'examples/job.yaml']);
+    const r = cli(['inject', '-f', 'examples/job.yaml', '--sink', 'http', '--endpoint', 'http://logs.example:8080/ingest']);
     expect(r.code).toBe(0);
     const out = parseYaml(r.stdout);
     expect(out.spec.template.spec.initContainers[0].name).toBe('jobharvest');

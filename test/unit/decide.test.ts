@@ -3,7 +3,7 @@ import { decide } from '../../src/core/decide.ts';
 import { parseConfig } from '../../src/core/config.ts';
 import { mutateJob } from '../../src/core/mutate.ts';
 import { parseServerVersion } from '../../src/core/server-version.ts';
-import { job, optedIn } from './fixtures.ts';
+import { durableConfig, job, optedIn } from './fixtures.ts';
 
 const cfg = (over: Record<string, unknown> = {}) => parseConfig(over);
 
@@ -36,13 +36,13 @@ describe('decide', () => {
     const j = job();
     j.metadata.annotations = { 'jobharvest.io/ttl-seconds-after-finished': 'soon' };
     const ns = optedIn('team-a', { annotations: { 'jobharvest.io/ttl-seconds-after-finished': '200' } });
-    const d = decide(j, { config: cfg(), namespace: ns });
+    const d = decide(j, { config: durableConfig(), namespace: ns });
     expect(d.action === 'inject' && d.settings.ttlSecondsAfterFinished).toBe(200);
     expect(d.warnings).toEqual(['Job annotation jobharvest.io/ttl-seconds-after-finished="soon" ignored: not a non-negative integer; using 200']);
   });
 
   it('caps the TTL at the configured maximum but leaves a Job\'s own TTL alone', () => {
-    const config = cfg({ maxTtlSecondsAfterFinished: 600 });
+    const config = durableConfig({ maxTtlSecondsAfterFinished: 600 });
     const j = job();
     j.metadata.annotations = { 'jobharvest.io/ttl-seconds-after-finished': '86400' };
     const r = mutateJob(j, { config, namespace: optedIn('team-a') });

@@ -2,7 +2,8 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { ANNOTATIONS } from '../../src/core/annotations.ts';
 import { defaultConfig } from '../../src/core/config.ts';
-import { SKIP_REASONS, ERROR_CODES } from '../../src/core/errors.ts';
+import { SKIP_REASONS } from '../../src/core/decide.ts';
+import { ERROR_CODES } from '../../src/core/errors.ts';
 import { DOC, render } from '../../scripts/docs.ts';
 
 const doc = readFileSync(DOC, 'utf8');

@@ -1,7 +1,12 @@
 import type { Operation } from 'fast-json-patch';
 import type { ReviewDeps } from '../../src/core/admission.ts';
-import { defaultConfig, type Config } from '../../src/core/config.ts';
+import { defaultConfig, parseConfig, type Config } from '../../src/core/config.ts';
 import type { NamespaceMeta } from '../../src/core/kube.ts';
+
+/** A config whose sink keeps the logs, so that injected Jobs get a TTL. */
+export function durableConfig(over: Record<string, unknown> = {}): Config {
+  return parseConfig({ sink: { type: 'http', endpoint: 'http://logs.example:8080/ingest' }, ...over });
+}
 
 export function job(name = 'job', extra: Record<string, unknown> = {}): Record<string, any> {
   return {

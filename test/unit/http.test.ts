@@ -2,16 +2,17 @@ import { describe, expect, it } from 'vitest';
 import { request as httpsRequest } from 'node:https';
 import { build } from '../../src/http/app.ts';
 import { createMetrics } from '../../src/http/metrics.ts';
+import { webhookLogger } from '../../src/http/logging.ts';
 import { applyPatch } from '../../src/core/patch.ts';
 import { generateBundle } from '../../src/tls/generate.ts';
-import { decodePatch, deps, job, optedIn, review } from './fixtures.ts';
+import { decodePatch, deps, durableConfig, job, optedIn, review } from './fixtures.ts';
 
 const mutate = (app: ReturnType<typeof build>, payload: unknown, headers: Record<string, string> = {}) =>
   app.inject({ method: 'POST', url: '/mutate', payload: payload as object, headers });
 
 describe('POST /mutate', () => {
   it('patches a Job CREATE in an opted-in namespace and echoes the uid', async () => {
-    const app = build({ deps: deps() });
+    const app = build({ deps: deps({ config: durableConfig() }) });
     const res = await mutate(app, review(job()));
     expect(res.statusCode).toBe(200);
     const body = res.json();
@@ -72,7 +73,7 @@ describe('POST /mutate', () => {
   });
 
   it('returns warnings for invalid annotation values and still injects', async () => {
-    const app = build({ deps: deps() });
+    const app = build({ deps: deps({ config: durableConfig() }) });
     const j = job();
     j.metadata.annotations = { 'jobharvest.io/ttl-seconds-after-finished': 'soon' };
     const r = (await mutate(app, review(j))).json().response;
@@ -167,6 +168,42 @@ describe('health, readiness and metrics', () => {
     expect(text).toMatch(/jobharvest_skipped_total\{reason="opted-out-job"\} 1/);
     expect(text).toMatch(/jobharvest_admission_duration_seconds_bucket\{le="0.0001"\}/);
     expect(text).toMatch(/jobharvest_admission_duration_seconds_count 2/);
+  });
+});
+
+describe('logs', () => {
+  it('never show URL credentials, in the message or in fields', async () => {
+    const lines: string[] = [];
+    const app = build({
+      logger: webhookLogger({ level: 'info', stream: { write: (l) => lines.push(l) } }),
+      deps: deps({
+        namespace: () => {
+          throw new Error('cannot reach http://alice:S3cr@t/pw@api:6443/ns?access_token=TOPSECRET');
+        },
+      }),
+    });
+    await mutate(app, review(job()));
+    app.log.warn({ endpoint: 'https://bob:hunter2@logs/x' }, 'sink at http://carol:pw2@logs refused');
+    const text = lines.join('');
+    expect(text).toMatch(/internal error/);
+    expect(text).toContain('http://***@api:6443/ns?access_token=***');
+    for (const secret of ['S3cr', 'TOPSECRET', 'hunter2', 'pw2', 'alice', 'bob', 'carol']) expect(text).not.toContain(secret);
+  });
+});
+
+describe('metric labels', () => {
+  it('keeps request labels to fixed sets whatever the request says', async () => {
+    const app = build({ deps: deps() });
+    for (let i = 0; i < 20; i++) {
+      const v = `${i}-${'x'.repeat(4096)}`;
+      const res = await mutate(app, review(job(), { operation: v, kind: { group: 'batch', version: 'v1', kind: v } }));
+      expect(res.statusCode).toBe(200);
+    }
+    await mutate(app, review(job(), { kind: { group: '', version: 'v1', kind: 'Pod' } }));
+    const text = (await app.inject({ method: 'GET', url: '/metrics' })).body;
+    const series = text.split('\n').filter((l) => l.startsWith('jobharvest_admission_requests_total{'));
+    expect(series).toEqual(['jobharvest_admission_requests_total{operation="other",kind="other"} 20', 'jobharvest_admission_requests_total{operation="CREATE",kind="other"} 1']);
+    expect(text.length).toBeLessThan(20_000);
   });
 });
 

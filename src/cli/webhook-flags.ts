@@ -1,0 +1,80 @@
+import { ERROR_CODES, JobharvestError } from '../core/errors.ts';
+import type { WebhookOptions } from '../webhook/run.ts';
+import { loadConfig } from './options.ts';
+
+/** The `webhook` command's flags as commander hands them over: all text. */
+export interface WebhookFlags {
+  config?: string;
+  host: string;
+  port: string;
+  tlsCert?: string;
+  tlsKey?: string;
+  caOut?: string;
+  kubeconfig?: string;
+  standalone?: boolean;
+  webhookUrl?: string;
+  failurePolicy?: string;
+  certMode?: string;
+  namespace?: string;
+  serviceName: string;
+  certSecret?: string;
+  extraDnsNames?: string;
+  extraIps?: string;
+  webhookConfigName?: string;
+  logReaderClusterrole: string;
+  apiRbac: boolean;
+  certIntervalSeconds?: string;
+  cabundleIntervalSeconds?: string;
+}
+
+const list = (s: string | undefined) => (s ? s.split(',').map((x) => x.trim()).filter(Boolean) : []);
+
+function bad(msg: string): never {
+  throw new JobharvestError(ERROR_CODES.BAD_CONFIG, msg);
+}
+
+function millis(name: string, v: string | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isFinite(n) || n <= 0) bad(`--${name} ${v}: not a positive number of seconds`);
+  return n * 1000;
+}
+
+function oneOf<T extends string>(name: string, v: string | undefined, allowed: readonly T[]): T | undefined {
+  if (v === undefined) return undefined;
+  if (!(allowed as readonly string[]).includes(v)) bad(`--${name} ${v}: expected ${allowed.join(', ')}`);
+  return v as T;
+}
+
+/** Checks every flag before anything starts, so a typo fails at once with JH_BAD_CONFIG. */
+export function webhookOptions(flags: WebhookFlags): WebhookOptions {
+  const config = loadConfig({ ...(flags.config ? { config: flags.config } : {}) });
+  const port = Number(flags.port);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) bad(`--port ${flags.port}: not a port`);
+  const certMode = oneOf('cert-mode', flags.certMode, ['auto', 'cert-manager', 'provided'] as const);
+  const failurePolicy = oneOf('failure-policy', flags.failurePolicy, ['Ignore', 'Fail'] as const);
+  if (Boolean(flags.tlsCert) !== Boolean(flags.tlsKey)) bad('--tls-cert and --tls-key go together');
+  return {
+    config,
+    host: flags.host,
+    port,
+    standalone: Boolean(flags.standalone),
+    certMode: certMode ?? 'auto',
+    failurePolicy,
+    tlsCert: flags.tlsCert,
+    tlsKey: flags.tlsKey,
+    caOut: flags.caOut,
+    kubeconfig: flags.kubeconfig,
+    webhookUrl: flags.webhookUrl,
+    namespace: flags.namespace,
+    serviceName: flags.serviceName,
+    certSecret: flags.certSecret,
+    extraDnsNames: list(flags.extraDnsNames),
+    extraIps: list(flags.extraIps),
+    webhookConfigName: flags.webhookConfigName,
+    logReaderClusterRole: flags.logReaderClusterrole,
+    apiRbac: flags.apiRbac,
+    certIntervalMs: millis('cert-interval-seconds', flags.certIntervalSeconds),
+    caBundleIntervalMs: millis('cabundle-interval-seconds', flags.cabundleIntervalSeconds),
+  };
+}

@@ -1,0 +1,53 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const SRC = fileURLToPath(new URL('../../src/', import.meta.url));
+
+function sources(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? sources(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [],
+  );
+}
+
+/** Static imports (type-only ones too) of one file, as absolute paths. Dynamic import() is how a cycle is broken on purpose. */
+function importsOf(file: string): string[] {
+  const text = readFileSync(file, 'utf8');
+  return [...text.matchAll(/^(?:import|export)\s[^;]*?\sfrom\s+'(\.[^']+)'/gms)].map((m) => resolve(dirname(file), m[1]!));
+}
+
+function findCycle(graph: Map<string, string[]>): string[] | undefined {
+  const state = new Map<string, 'open' | 'done'>();
+  const stack: string[] = [];
+  const visit = (f: string): string[] | undefined => {
+    if (state.get(f) === 'done') return undefined;
+    if (state.get(f) === 'open') return [...stack.slice(stack.indexOf(f)), f];
+    state.set(f, 'open');
+    stack.push(f);
+    for (const g of graph.get(f) ?? []) {
+      const c = visit(g);
+      if (c) return c;
+    }
+    stack.pop();
+    state.set(f, 'done');
+    return undefined;
+  };
+  for (const f of graph.keys()) {
+    const c = visit(f);
+    if (c) return c;
+  }
+  return undefined;
+}
+
+describe('src/ module graph', () => {
+  it('finds a cycle when there is one', () => {
+    expect(findCycle(new Map([['a', ['b']], ['b', ['c']], ['c', ['a']]]))).toEqual(['a', 'b', 'c', 'a']);
+  });
+  it('has no import cycles', () => {
+    const graph = new Map(sources(SRC).map((f) => [f, importsOf(f)]));
+    expect(graph.size).toBeGreaterThan(20);
+    const cycle = findCycle(graph)?.map((f) => relative(SRC, f));
+    expect(cycle, `import cycle: ${cycle?.join(' → ')}`).toBeUndefined();
+  });
+});
