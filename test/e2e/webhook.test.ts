@@ -44,7 +44,13 @@ async function deleteQuietly(fn: () => Promise<unknown>) {
 }
 
 beforeAll(async () => {
-  optedIn = await createTestNamespace(cluster.core, 'wh-in', OPT_IN);
+  // A durable sink, so that the webhook sets the TTL these tests follow; with the
+  // default stdout sink it injects without one.
+  optedIn = await createTestNamespace(cluster.core, 'wh-in', {
+    ...OPT_IN,
+    'jobharvest.io/sink': 'http',
+    'jobharvest.io/endpoint': 'http://127.0.0.1:9/ingest',
+  });
   plain = await createTestNamespace(cluster.core, 'wh-plain');
   cleanup.push(optedIn, plain);
   // The golden files name their namespace; the api-mode ones get a namespace whose
