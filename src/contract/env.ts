@@ -72,6 +72,8 @@ export const ENV = {
   REQUEST_TIMEOUT_MS: spec({ name: 'JOBHARVEST_REQUEST_TIMEOUT_MS', source: 'settings', default: '30000', description: 'A request with no answer after this long is abandoned and retried.' }),
   AUTH_SCHEME: spec({ name: 'JOBHARVEST_AUTH_SCHEME', source: 'settings', default: 'Bearer', description: 'Scheme put before JOBHARVEST_AUTH_TOKEN in Authorization (e.g. Bearer, ApiKey).' }),
   GZIP_LEVEL: spec({ name: 'JOBHARVEST_GZIP_LEVEL', source: 'settings', default: '1', description: 'gzip level 1-9 for request bodies; 1 trades a little size for much less CPU.' }),
+  FAILURE_EXIT_CODE: spec({ name: 'JOBHARVEST_FAILURE_EXIT_CODE', source: 'settings', default: '3', description: "Exit code when the sidecar ends without having delivered everything (outcome=incomplete), 1-255. The webhook sets it only for a Job whose podFailurePolicy has onExitCodes rules without containerName, to a code none of them matches." }),
+  DEAD_LETTER_MAX_BYTES: spec({ name: 'JOBHARVEST_DEAD_LETTER_MAX_BYTES', source: 'settings', default: '33554432', description: 'Cap on the dead-letter file in the state volume, in bytes (half the default 64Mi emptyDir, which the kubelet evicts the pod for exceeding); records past it are counted, not written.' }),
   LOG_LEVEL: spec({ name: 'JOBHARVEST_LOG_LEVEL', source: 'settings', default: 'info', description: "The sidecar's own stderr log level: debug, info, warn, error." }),
 
   // --- syslog and forward sinks ------------------------------------------------

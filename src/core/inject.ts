@@ -2,6 +2,7 @@ import { ENV, NAMES, SUBPATH_EXPR, type SourceMode } from '../contract/env.ts';
 import { VERSION } from '../version.ts';
 import { ANNOTATIONS, DEFAULT_CONTAINER_ANNOTATION, JOB_NAME_LABEL } from './annotations.ts';
 import type { Config } from './config.ts';
+import { chooseFailureExitCode } from './exit-code.ts';
 import { type Container, type Job, type JobSpec, type Obj, type ObjectMeta, type PodSpec, type Volume } from './kube.ts';
 import type { Settings } from './settings.ts';
 
@@ -71,6 +72,11 @@ export function inject({ job: input, settings, mode, ttlSecondsAfterFinished, co
     mounts.push({ name: NAMES.tlsVolume, mountPath: NAMES.tlsMountPath, readOnly: true });
   }
 
+  const exitCode = chooseFailureExitCode(input, NAMES.container);
+  warnings.push(...exitCode.warnings);
+  const env = sidecarEnv(settings, mode, config);
+  if (exitCode.code !== null) env.push({ name: ENV.FAILURE_EXIT_CODE.name, value: String(exitCode.code) });
+
   const sidecar: Container = {
     name: NAMES.container,
     image: config.sidecar.image,
@@ -81,7 +87,7 @@ export function inject({ job: input, settings, mode, ttlSecondsAfterFinished, co
     // sidecar lets it return once its SIGTERM handler is in place: a Job that
     // finishes at once still gets its logs drained.
     ...(config.sidecar.startedCommand.length > 0 ? { lifecycle: { postStart: { exec: { command: [...config.sidecar.startedCommand] } } } } : {}),
-    env: sidecarEnv(settings, mode, config),
+    env,
     resources: copyResources(config.sidecar.resources),
     securityContext: {
       runAsNonRoot: true,
