@@ -1,19 +1,19 @@
 // Wires the stages: source (discover + tail + parse) -> batcher -> delivery
 // (sink) -> checkpoint, and runs the SIGTERM drain against its deadline.
-import { Batcher } from './batcher.ts';
-import { CheckpointStore } from './checkpoint.ts';
+import { Batcher } from './delivery/batcher.ts';
+import { CheckpointStore } from './delivery/checkpoint.ts';
 import { ConfigError, type Config } from './config.ts';
-import { DeadLetter } from './deadletter.ts';
-import { Delivery } from './delivery.ts';
+import { DeadLetter } from './delivery/deadletter.ts';
+import { Delivery } from './delivery/delivery.ts';
 import { log, redactUrl } from './log.ts';
 import { startMetrics } from './metrics.ts';
-import type { LogRecord } from './record.ts';
+import type { LogRecord } from './records/record.ts';
 import { SINK_MODULES } from './sinks/registry.ts';
 import type { Sink, SinkContext } from './sinks/types.ts';
-import type { LogSource } from './log-source.ts';
-import { NodeSource, type SourceOptions } from './source.ts';
+import type { LogSource } from './sources/source.ts';
+import { NodeSource, type SourceOptions } from './sources/node/node-source.ts';
 import { newStats, type Stats } from './stats.ts';
-import { HttpClient } from './transport.ts';
+import { HttpClient } from './sinks/http/client.ts';
 
 export const CHECKPOINT_INTERVAL_MS = 1000;
 
@@ -97,7 +97,7 @@ export class Pipeline {
     };
     if (cfg.mode === 'api') {
       // Only api-mode pods parse the API client.
-      const { ApiSource } = await import('./api/source.ts');
+      const { ApiSource } = await import('./sources/api/api-source.ts');
       this.source = new ApiSource(sourceOptions);
     } else this.source = new NodeSource(sourceOptions);
     if (cfg.metricsPort > 0) {

@@ -1,10 +1,10 @@
 // Loki push API (JSON). Labels stay low-cardinality (namespace, job, pod,
 // container, stream); everything else rides along as structured metadata.
 // The original CRI timestamp is sent in nanoseconds.
-import { nanosText, nowTime, parseTimestamp } from '../timestamp.ts';
-import type { FileMeta, LogRecord } from '../record.ts';
-import { withPath } from '../transport.ts';
-import { attempt } from './http-result.ts';
+import { nanosText, nowTime, parseTimestamp } from '../records/timestamp.ts';
+import type { FileMeta, LogRecord } from '../records/record.ts';
+import { withPath } from './http/client.ts';
+import { attempt } from './http/result.ts';
 import type { Sink, SinkContext } from './types.ts';
 import type { Identity } from '../config.ts';
 

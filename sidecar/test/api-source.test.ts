@@ -5,9 +5,9 @@
 import { cp, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { KubeClient } from '../api/kube-client.ts';
-import { sinceTimeOf } from '../api/run-reader.ts';
-import { CHECKPOINT_FILE } from '../checkpoint.ts';
+import { KubeClient } from '../sources/api/kube-client.ts';
+import { sinceTimeOf } from '../sources/api/run-reader.ts';
+import { CHECKPOINT_FILE } from '../delivery/checkpoint.ts';
 import { ConfigError, loadConfig } from '../config.ts';
 import { Pipeline } from '../pipeline.ts';
 import { FakeKube, type LogLine } from './fake-kube.ts';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_BACKOFF, isRetryableStatus, parseRetryAfter, retryDelay, sleep } from '../backoff.ts';
-import { classify } from '../sinks/http-result.ts';
+import { DEFAULT_BACKOFF, isRetryableStatus, parseRetryAfter, retryDelay, sleep } from '../delivery/backoff.ts';
+import { classify } from '../sinks/http/result.ts';
 
 const res = (status: number, headers: Record<string, string> = {}, body = '') => ({ status, headers, body: Buffer.from(body) });
 

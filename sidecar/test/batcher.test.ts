@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { FileProgress } from '../acks.ts';
-import { Batcher, RECORD_OVERHEAD_BYTES, type Batch } from '../batcher.ts';
+import { FileProgress } from '../records/progress.ts';
+import { Batcher, RECORD_OVERHEAD_BYTES, type Batch } from '../delivery/batcher.ts';
 import { makeMeta, makeRecord } from './helpers.ts';
 
 afterEach(() => {

@@ -1,9 +1,9 @@
 import { appendFile, mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { CHECKPOINT_FILE } from '../checkpoint.ts';
-import { DEAD_LETTER_FILE } from '../deadletter.ts';
-import { UNSENT_REASON } from '../delivery.ts';
+import { CHECKPOINT_FILE } from '../delivery/checkpoint.ts';
+import { DEAD_LETTER_FILE } from '../delivery/deadletter.ts';
+import { UNSENT_REASON } from '../delivery/delivery.ts';
 import { Pipeline } from '../pipeline.ts';
 import { cri, testConfig, tmpDir } from './helpers.ts';
 import { NdjsonReceiver, type Doc } from './ndjson-receiver.ts';

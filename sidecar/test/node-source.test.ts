@@ -2,9 +2,9 @@ import { appendFile, mkdir, readFile, rename, truncate, unlink, writeFile } from
 import path from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { CheckpointEntry } from '../checkpoint.ts';
-import type { LogRecord } from '../record.ts';
-import { CHUNK_BYTES, NodeSource, parseLogName } from '../source.ts';
+import type { CheckpointEntry } from '../delivery/checkpoint.ts';
+import type { LogRecord } from '../records/record.ts';
+import { CHUNK_BYTES, NodeSource, parseLogName } from '../sources/node/node-source.ts';
 import { newStats } from '../stats.ts';
 import { cri, testConfig, tmpDir } from './helpers.ts';
 

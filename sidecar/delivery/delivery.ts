@@ -5,10 +5,10 @@
 import { DEFAULT_BACKOFF, retryDelay, sleep, type BackoffOptions } from './backoff.ts';
 import type { Batch } from './batcher.ts';
 import type { DeadLetter, DeadLetterEntry } from './deadletter.ts';
-import { log } from './log.ts';
-import type { LogRecord } from './record.ts';
-import type { SendResult, Sink } from './sinks/types.ts';
-import type { Stats } from './stats.ts';
+import { log } from '../log.ts';
+import type { LogRecord } from '../records/record.ts';
+import type { SendResult, Sink } from '../sinks/types.ts';
+import type { Stats } from '../stats.ts';
 
 export interface DeliveryOptions {
   readonly maxInFlight: number;

@@ -5,14 +5,14 @@
 import { watch, type FSWatcher } from 'node:fs';
 import { open, readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { FileProgress } from './acks.ts';
-import type { CheckpointEntry } from './checkpoint.ts';
-import type { Config } from './config.ts';
-import type { LogSource } from './log-source.ts';
+import { FileProgress } from '../../records/progress.ts';
+import type { CheckpointEntry } from '../../delivery/checkpoint.ts';
+import type { Config } from '../../config.ts';
+import type { LogSource } from '../source.ts';
 import { gzipFingerprint } from './fingerprint.ts';
-import { log } from './log.ts';
-import { fileKey, idPrefix, type LogRecord } from './record.ts';
-import type { Stats } from './stats.ts';
+import { log } from '../../log.ts';
+import { fileKey, idPrefix, type LogRecord } from '../../records/record.ts';
+import type { Stats } from '../../stats.ts';
 import { GzTail, PlainTail, type FileState, type Identified, type Tail, type TailEnv } from './tail.ts';
 
 /**

@@ -4,7 +4,7 @@
 // torn one.
 import { mkdir, open, readFile, rename } from 'node:fs/promises';
 import path from 'node:path';
-import { log } from './log.ts';
+import { log } from '../log.ts';
 
 export const CHECKPOINT_FILE = 'checkpoint.json';
 

@@ -6,9 +6,9 @@
 // on a new connection, so a graceful receiver restart loses nothing (it may
 // duplicate). Bytes the receiver's kernel accepted but the receiver never
 // read, on a connection that stays up past the window, cannot be detected.
-import { sleep } from '../backoff.ts';
-import { Connector, Link, openStream, untilAborted, type StreamEndpoint } from './syslog-socket.ts';
-import type { SendResult } from './types.ts';
+import { sleep } from '../../delivery/backoff.ts';
+import { Connector, Link, openStream, untilAborted, type StreamEndpoint } from '../stream/client.ts';
+import type { SendResult } from '../types.ts';
 
 export interface SyslogTransport {
   send(messages: readonly Buffer[], signal: AbortSignal): Promise<SendResult>;

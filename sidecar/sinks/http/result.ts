@@ -1,7 +1,7 @@
 // Maps an HTTP exchange onto the delivery result every HTTP sink shares.
-import { isRetryableStatus, parseRetryAfter } from '../backoff.ts';
-import type { HttpResponse } from '../transport.ts';
-import type { SendResult } from './types.ts';
+import { isRetryableStatus, parseRetryAfter } from '../../delivery/backoff.ts';
+import type { HttpResponse } from './client.ts';
+import type { SendResult } from '../types.ts';
 
 export function describe(res: HttpResponse): string {
   const text = res.body.subarray(0, 300).toString('utf8').replace(/\s+/g, ' ').trim();

@@ -6,8 +6,8 @@ import { readFileSync } from 'node:fs';
 import http, { type IncomingHttpHeaders } from 'node:http';
 import type https from 'node:https';
 import zlib from 'node:zlib';
-import { ConfigError, type Config } from './config.ts';
-import { ENV } from '../src/contract/env.ts';
+import { ConfigError, type Config } from '../../config.ts';
+import { ENV } from '../../../src/contract/env.ts';
 
 export interface HttpResponse {
   readonly status: number;

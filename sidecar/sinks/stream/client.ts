@@ -4,8 +4,8 @@
 import { readFileSync } from 'node:fs';
 import { isIP, Socket, connect as netConnect } from 'node:net';
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
-import { ENV } from '../../src/contract/env.ts';
-import { ConfigError, type Config } from '../config.ts';
+import { ENV } from '../../../src/contract/env.ts';
+import { ConfigError, type Config } from '../../config.ts';
 
 export interface StreamEndpoint {
   readonly host: string;

@@ -2,7 +2,7 @@
 // 100 MiB/s of 200-byte lines this object is allocated half a million times a
 // second.
 import { createHash } from 'node:crypto';
-import type { FileProgress } from './acks.ts';
+import type { FileProgress } from './progress.ts';
 
 export type Stream = 'stdout' | 'stderr' | 'unknown';
 

@@ -2,9 +2,9 @@
 // and the dead-letter file: one flat object per record with OpenTelemetry
 // Kubernetes attribute names. Built by string concatenation with the
 // per-file metadata encoded once, because this runs for every line.
-import { BodyBuilder } from '../body.ts';
+import { BodyBuilder } from './body.ts';
 import type { Identity } from '../config.ts';
-import { CriRecord, FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type FileMeta, type LogRecord } from '../record.ts';
+import { CriRecord, FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type FileMeta, type LogRecord } from '../records/record.ts';
 
 export function metadataFields(identity: Identity, file: Pick<FileMeta, 'container' | 'restart'>): Record<string, string | number> {
   const fields: Record<string, string | number> = {

@@ -5,9 +5,9 @@
 //   frame = TXNR SP COMMAND SP DATALEN [SP DATA] LF
 // A batch's messages are pipelined; a broken connection fails every
 // unanswered message, and the delivery stage resends the batch.
-import { Connector, Link, openStream, untilAborted, type StreamEndpoint } from './syslog-socket.ts';
-import type { SyslogTransport } from './syslog-octet.ts';
-import type { SendResult } from './types.ts';
+import { Connector, Link, openStream, untilAborted, type StreamEndpoint } from '../stream/client.ts';
+import type { SyslogTransport } from './octet.ts';
+import type { SendResult } from '../types.ts';
 
 const MAX_TXNR = 999_999_999;
 const LF = 0x0a;

@@ -3,9 +3,9 @@
 // vanishing: one line per record with the reason.
 import { open, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
-import type { Identity } from './config.ts';
-import type { LogRecord } from './record.ts';
-import { DocumentEncoder } from './sinks/document.ts';
+import type { Identity } from '../config.ts';
+import type { LogRecord } from '../records/record.ts';
+import { DocumentEncoder } from '../encode/document.ts';
 
 export const DEAD_LETTER_FILE = 'dead-letter.ndjson';
 

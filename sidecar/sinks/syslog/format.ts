@@ -3,9 +3,9 @@
 // stream (MSGID); one structured-data element carries the full Kubernetes
 // metadata under OpenTelemetry attribute names, because the header fields
 // have length limits a pod name can exceed.
-import type { Identity } from '../config.ts';
-import { FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type LogRecord } from '../record.ts';
-import { metadataFields } from './document.ts';
+import type { Identity } from '../../config.ts';
+import { FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type LogRecord } from '../../records/record.ts';
+import { metadataFields } from '../../encode/document.ts';
 
 export const NILVALUE = '-';
 

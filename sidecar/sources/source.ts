@@ -2,7 +2,7 @@
 // mode tails the pod's log files, api mode streams pods/log. Both turn lines
 // into records, pass them to emit() (which blocks under backpressure) and
 // report acknowledged progress as checkpoint entries.
-import type { CheckpointEntry } from './checkpoint.ts';
+import type { CheckpointEntry } from '../delivery/checkpoint.ts';
 
 export interface LogSource {
   start(): Promise<void>;

@@ -7,9 +7,9 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 import { CriDecoder } from './cri.ts';
 import { plainFingerprint } from './fingerprint.ts';
-import { log } from './log.ts';
-import { fileKey, type FileMeta, type LogRecord } from './record.ts';
-import type { Stats } from './stats.ts';
+import { log } from '../../log.ts';
+import { fileKey, type FileMeta, type LogRecord } from '../../records/record.ts';
+import type { Stats } from '../../stats.ts';
 
 export type StepResult = 'progress' | 'idle' | 'done';
 

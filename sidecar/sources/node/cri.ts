@@ -3,7 +3,7 @@
 // without a regex or an intermediate string per line: a record points into
 // the chunk, so callers hand over each chunk and never write to it again. Never throws on input:
 // anything that is not CRI becomes a raw "malformed" record.
-import { CriRecord, FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type FileMeta, type LogRecord, type Stream } from './record.ts';
+import { CriRecord, FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type FileMeta, type LogRecord, type Stream } from '../../records/record.ts';
 
 const NL = 10;
 const SP = 32;

@@ -1,8 +1,8 @@
 // Groups records into batches by size, count and age. Each batch carries one
 // acknowledgement ticket per file it touches, so settling the batch moves
 // those files' checkpoints.
-import type { Ticket } from './acks.ts';
-import { messageLength, type FileMeta, type LogRecord } from './record.ts';
+import type { Ticket } from '../records/progress.ts';
+import { messageLength, type FileMeta, type LogRecord } from '../records/record.ts';
 
 export interface Batch {
   readonly seq: number;

@@ -8,9 +8,9 @@ import { readFile } from 'node:fs/promises';
 import http, { type IncomingMessage } from 'node:http';
 import https from 'node:https';
 import path from 'node:path';
-import { ConfigError, type KubeSettings } from '../config.ts';
-import { ENV } from '../../src/contract/env.ts';
-import { log } from '../log.ts';
+import { ConfigError, type KubeSettings } from '../../config.ts';
+import { ENV } from '../../../src/contract/env.ts';
+import { log } from '../../log.ts';
 
 export const TOKEN_REFRESH_MS = 60_000;
 const MAX_ERROR_BODY = 64 * 1024;

@@ -16,17 +16,17 @@
 // that ends is not trusted on its own: the status is read again and, once it
 // shows the run terminated, one more (unfollowed) request fetches whatever
 // the followed one may have missed.
-import { retryDelay, sleep, type BackoffOptions } from '../backoff.ts';
-import { FileProgress } from '../acks.ts';
-import type { CheckpointEntry } from '../checkpoint.ts';
-import type { Config } from '../config.ts';
-import { isTimestamp, truncationMarker, utf8Prefix } from '../cri.ts';
-import { log } from '../log.ts';
-import { fileKey, FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, idPrefix, type FileMeta, type LogRecord } from '../record.ts';
-import type { Stats } from '../stats.ts';
-import { parseTimestamp } from '../timestamp.ts';
+import { retryDelay, sleep, type BackoffOptions } from '../../delivery/backoff.ts';
+import { FileProgress } from '../../records/progress.ts';
+import type { CheckpointEntry } from '../../delivery/checkpoint.ts';
+import type { Config } from '../../config.ts';
+import { isTimestamp, truncationMarker, utf8Prefix } from '../node/cri.ts';
+import { log } from '../../log.ts';
+import { fileKey, FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, idPrefix, type FileMeta, type LogRecord } from '../../records/record.ts';
+import type { Stats } from '../../stats.ts';
+import { parseTimestamp } from '../../records/timestamp.ts';
 import { ApiError, podLogPath, type KubeClient } from './kube-client.ts';
-import { LineSplitter } from './lines.ts';
+import { LineSplitter } from '../lines.ts';
 import type { RunView } from './pod.ts';
 
 /** Stands in for a file fingerprint in checkpoint keys and ids. */

@@ -4,10 +4,10 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import { Encoder, ExtData } from '@msgpack/msgpack';
-import type { Identity } from '../config.ts';
-import { FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type LogRecord } from '../record.ts';
-import { parseTimestamp } from '../timestamp.ts';
-import { metadataFields } from './document.ts';
+import type { Identity } from '../../config.ts';
+import { FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type LogRecord } from '../../records/record.ts';
+import { parseTimestamp } from '../../records/timestamp.ts';
+import { metadataFields } from '../../encode/document.ts';
 
 export const FORWARD_MODES = ['packed-forward', 'forward'] as const;
 export type ForwardMode = (typeof FORWARD_MODES)[number];

@@ -1,8 +1,8 @@
 // Keeps the sidecar's view of its own Pod current: GET it, then watch it
 // (fieldSelector on its name) from that resourceVersion, and start over with
 // a GET when the watch expires (410) or breaks.
-import { retryDelay, sleep } from '../backoff.ts';
-import { log } from '../log.ts';
+import { retryDelay, sleep } from '../../delivery/backoff.ts';
+import { log } from '../../log.ts';
 import { ApiError, podPath, podWatchPath, type KubeClient } from './kube-client.ts';
 import type { Pod } from './pod.ts';
 
