@@ -9,7 +9,7 @@ export interface Batch {
   readonly records: LogRecord[];
   /** Estimated encoded size. */
   bytes: number;
-  readonly tickets: Ticket[];
+  readonly tickets: Ticket<LogRecord>[];
 }
 
 export interface BatcherOptions {
@@ -26,7 +26,7 @@ export class Batcher {
   private seq = 0;
   private timer: NodeJS.Timeout | undefined;
   private lastFile: FileMeta | undefined;
-  private lastTicket: Ticket | undefined;
+  private lastTicket: Ticket<LogRecord> | undefined;
 
   constructor(
     private readonly opts: BatcherOptions,

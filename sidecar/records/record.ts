@@ -22,7 +22,7 @@ export interface FileMeta {
   readonly key: string;
   /** Deterministic record ids are this prefix plus the record's byte offset. */
   readonly idPrefix: string;
-  readonly progress: FileProgress;
+  readonly progress: FileProgress<LogRecord>;
 }
 
 export interface LogRecord {

@@ -135,7 +135,7 @@ export class RunReader {
   }
 
   private positionAt(committed: number): Mark {
-    const r = this.meta.progress.committedRecord;
+    const r = this.meta.progress.committedMark;
     if (!r || r.offset !== committed - 1) return { ts: this.start.ts, n: this.start.n };
     for (const k of this.marks.keys()) {
       if (k >= committed - 1) break;

@@ -173,7 +173,7 @@ export class NodeSource implements LogSource {
       fingerprint: fp,
       key,
       idPrefix: idPrefix(this.opts.config.identity.podUid, container, restart, fp),
-      progress: new FileProgress(entry?.offset ?? 0, () => this.opts.onProgress()),
+      progress: new FileProgress<LogRecord>(entry?.offset ?? 0, () => this.opts.onProgress()),
     };
     const state: FileState = { meta, released: entry?.done ?? false, complete: entry?.done ?? false, end: entry?.offset ?? 0, missing: 0 };
     this.states.set(key, state);
