@@ -10,8 +10,8 @@ import { startMetrics } from './metrics.ts';
 import type { LogRecord } from './records/record.ts';
 import { SINK_MODULES } from './sinks/registry.ts';
 import type { Sink, SinkContext } from './sinks/types.ts';
-import type { LogSource } from './sources/source.ts';
-import { NodeSource, type SourceOptions } from './sources/node/node-source.ts';
+import type { LogSource, SourceOptions } from './sources/source.ts';
+import { NodeSource } from './sources/node/node-source.ts';
 import { newStats, type Stats } from './stats.ts';
 import { HttpClient } from './sinks/http/client.ts';
 

@@ -3,6 +3,19 @@
 // into records, pass them to emit() (which blocks under backpressure) and
 // report acknowledged progress as checkpoint entries.
 import type { CheckpointEntry } from '../delivery/checkpoint.ts';
+import type { Config } from '../config.ts';
+import type { LogRecord } from '../records/record.ts';
+import type { Stats } from '../stats.ts';
+
+/** What the pipeline gives either source. */
+export interface SourceOptions {
+  readonly config: Config;
+  readonly stats: Stats;
+  /** Loaded checkpoint; entries are consumed and kept up to date by the source. */
+  readonly checkpoint: Map<string, CheckpointEntry>;
+  emit(records: LogRecord[]): Promise<void>;
+  onProgress(): void;
+}
 
 export interface LogSource {
   start(): Promise<void>;

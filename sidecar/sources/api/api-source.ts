@@ -5,9 +5,8 @@
 // delivery and checkpoint as node mode. Loaded only when JOBHARVEST_MODE=api.
 import type { CheckpointEntry } from '../../delivery/checkpoint.ts';
 import { log, redactUrl } from '../../log.ts';
-import type { LogSource } from '../source.ts';
+import type { LogSource, SourceOptions } from '../source.ts';
 import { fileKey, type LogRecord } from '../../records/record.ts';
-import type { SourceOptions } from '../node/node-source.ts';
 import { KubeClient, type KubeClientOptions } from './kube-client.ts';
 import { containerStatuses, latestStartedRun, runView, type ContainerStatus, type Pod, type RunView } from './pod.ts';
 import { PodWatch } from './pod-watch.ts';

@@ -7,12 +7,10 @@ import { open, readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { FileProgress } from '../../records/progress.ts';
 import type { CheckpointEntry } from '../../delivery/checkpoint.ts';
-import type { Config } from '../../config.ts';
-import type { LogSource } from '../source.ts';
+import type { LogSource, SourceOptions } from '../source.ts';
 import { gzipFingerprint } from './fingerprint.ts';
 import { log } from '../../log.ts';
 import { fileKey, idPrefix, type LogRecord } from '../../records/record.ts';
-import type { Stats } from '../../stats.ts';
 import { GzTail, PlainTail, type FileState, type Identified, type Tail, type TailEnv } from './tail.ts';
 
 /**
@@ -39,15 +37,6 @@ export function parseLogName(name: string): LogFileName | undefined {
   const restart = Number(m[1]);
   if (!Number.isSafeInteger(restart)) return undefined;
   return { restart, kind: m[3] ? 'gz' : m[2] ? 'rotated' : 'live' };
-}
-
-export interface SourceOptions {
-  readonly config: Config;
-  readonly stats: Stats;
-  /** Loaded checkpoint; entries are consumed and kept up to date by the source. */
-  readonly checkpoint: Map<string, CheckpointEntry>;
-  emit(records: LogRecord[]): Promise<void>;
-  onProgress(): void;
 }
 
 export class NodeSource implements LogSource {
