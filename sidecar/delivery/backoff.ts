@@ -38,19 +38,3 @@ export function retryDelay(attempt: number, retryAfterMs: number | undefined, op
   const step = Math.min(opts.maxMs, opts.baseMs * 2 ** Math.min(Math.max(0, attempt - 1), 30));
   return Math.floor(step / 2 + random() * (step / 2));
 }
-
-/** Resolves after ms, or rejects with the signal's reason once it aborts. */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      reject(signal!.reason);
-    };
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
-}

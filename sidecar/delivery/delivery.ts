@@ -2,7 +2,8 @@
 // each retried until it is stored, split, dead-lettered, or the drain deadline
 // aborts it. A batch settles (moves its files' checkpoints) only when every
 // record in it is either acknowledged or safely in the dead-letter file.
-import { DEFAULT_BACKOFF, retryDelay, sleep, type BackoffOptions } from './backoff.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { DEFAULT_BACKOFF, retryDelay, type BackoffOptions } from './backoff.ts';
 import type { Batch } from './batcher.ts';
 import type { DeadLetter, DeadLetterEntry } from './deadletter.ts';
 import { log } from '../log.ts';
@@ -189,7 +190,7 @@ export class Delivery {
     const delay = retryDelay(attempt, afterMs, this.opts.backoff ?? DEFAULT_BACKOFF, this.opts.random);
     if (attempt === 1 || attempt % 10 === 0) log.warn('retrying batch', { attempt, delayMs: delay, reason, status });
     try {
-      await sleep(delay, this.abort.signal);
+      await sleep(delay, undefined, { signal: this.abort.signal });
       return true;
     } catch {
       return false;

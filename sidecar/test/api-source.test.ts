@@ -4,6 +4,7 @@
 // the service-account token read again when it rotates.
 import { cp, readFile } from 'node:fs/promises';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { KubeClient } from '../sources/api/kube-client.ts';
 import { sinceTimeOf } from '../sources/api/run-reader.ts';
@@ -46,7 +47,7 @@ async function waitFor(cond: () => boolean, what: string, ms = 10_000): Promise<
   const until = Date.now() + ms;
   while (!cond()) {
     if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
+    await sleep(20);
   }
 }
 
@@ -196,7 +197,7 @@ describe('api mode: resuming', () => {
       for (;;) {
         const f = await t.checkpoint().catch(() => undefined);
         if (f?.['main/0/api']?.offset === 70) return f;
-        await new Promise((r) => setTimeout(r, 50));
+        await sleep(50);
       }
     })();
     // Line 69 is the second of group 17 (lines 68-71).
@@ -234,7 +235,7 @@ describe('api mode: end of a run', () => {
     await waitFor(() => t.sink.accepted.length >= 30, 'lines on the second stream');
     // The stream ends cleanly while the pod status still says running: not done.
     t.kube.endFollowers('main');
-    await new Promise((r) => setTimeout(r, 300));
+    await sleep(300);
     let files = await t.checkpoint().catch(() => ({}) as Record<string, { done: boolean }>);
     expect(files['main/0/api']?.done ?? false).toBe(false);
     t.kube.append('main', 0, lines('main', 30, 35));
@@ -277,7 +278,7 @@ describe('api mode: credentials and configuration', () => {
     expect(kube.tokensSeen.at(-1)).toBe('token-1');
     // Periodic re-read: both tokens are valid, the new one is used once the interval has passed.
     await kube.rotateToken('token-2', true);
-    await new Promise((r) => setTimeout(r, 150));
+    await sleep(150);
     await client.getJson(podPath);
     expect(kube.tokensSeen.at(-1)).toBe('token-2');
 

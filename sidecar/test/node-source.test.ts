@@ -1,6 +1,7 @@
 import { appendFile, mkdir, readFile, rename, truncate, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { gzipSync } from 'node:zlib';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { CheckpointEntry } from '../delivery/checkpoint.ts';
 import type { LogRecord } from '../records/record.ts';
@@ -20,7 +21,7 @@ async function waitFor(cond: () => boolean, what: string, ms = 8000): Promise<vo
   const until = Date.now() + ms;
   while (!cond()) {
     if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
+    await sleep(20);
   }
 }
 
@@ -144,7 +145,7 @@ describe('NodeSource', () => {
     await rename(path.join(c, '0.log'), path.join(c, '0.log.20240101-000002'));
     await writeFile(path.join(c, '0.log'), lines(200, 210));
     await waitFor(() => h.records.length >= 210, 'second rotation');
-    await new Promise((r) => setTimeout(r, 300));
+    await sleep(300);
     expect(h.messages()).toHaveLength(210);
     expect(h.messages().sort()).toEqual(expected(0, 210).sort());
   });
@@ -164,12 +165,12 @@ describe('NodeSource', () => {
       await writeFile(path.join(c, '0.log'), lines(n, n + 20));
       n += 20;
       // Let discovery open the new file before the kubelet deletes beyond its maximum of 2.
-      await new Promise((r) => setTimeout(r, 150));
+      await sleep(150);
       if (rot > 2) await unlink(path.join(c, `0.log.20240101-00000${rot - 2}`));
     }
     h.resume();
     await waitFor(() => h.records.length >= n, `all ${n} lines`);
-    await new Promise((r) => setTimeout(r, 200));
+    await sleep(200);
     expect(h.messages().sort()).toEqual(expected(0, n).sort());
   });
 
@@ -210,7 +211,7 @@ describe('NodeSource', () => {
 
     // And one whose checkpoint says the file is done reads nothing.
     const h3 = await harness(dir, new Map([[key, { offset: Buffer.byteLength(text), done: true }]]));
-    await new Promise((r) => setTimeout(r, 300));
+    await sleep(300);
     expect(h3.records).toHaveLength(0);
   });
 

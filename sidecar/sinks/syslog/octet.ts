@@ -6,7 +6,7 @@
 // on a new connection, so a graceful receiver restart loses nothing (it may
 // duplicate). Bytes the receiver's kernel accepted but the receiver never
 // read, on a connection that stays up past the window, cannot be detected.
-import { sleep } from '../../delivery/backoff.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Connector, Link, openStream, untilAborted, type StreamEndpoint } from '../stream/client.ts';
 import type { SendResult } from '../types.ts';
 
@@ -53,7 +53,7 @@ export class OctetCountingTransport implements SyslogTransport {
       this.links.reset(link, failed);
       return { kind: 'retry', reason: `syslog ${this.ep.label}: ${failed}` };
     }
-    const closedEarly = await Promise.race([sleep(this.settleMs).then(() => undefined), link.closed]);
+    const closedEarly = await Promise.race([sleep(this.settleMs, undefined), link.closed]);
     if (closedEarly !== undefined) {
       this.links.reset(link, closedEarly);
       return { kind: 'retry', reason: `syslog ${this.ep.label}: ${closedEarly} right after the write; resending` };

@@ -1,7 +1,8 @@
 // Keeps the sidecar's view of its own Pod current: GET it, then watch it
 // (fieldSelector on its name) from that resourceVersion, and start over with
 // a GET when the watch expires (410) or breaks.
-import { retryDelay, sleep } from '../../delivery/backoff.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { retryDelay } from '../../delivery/backoff.ts';
 import { log } from '../../log.ts';
 import { ApiError, podPath, podWatchPath, type KubeClient } from './kube-client.ts';
 import type { Pod } from './pod.ts';
@@ -71,7 +72,7 @@ export class PodWatch {
         failures++;
         if (failures === 1 || failures % 10 === 0) log.warn('watching the pod failed; retrying', { attempt: failures, error: err });
         try {
-          await sleep(retryDelay(failures, undefined, { baseMs: 250, maxMs: 10_000, maxRetryAfterMs: 0 }), this.signal);
+          await sleep(retryDelay(failures, undefined, { baseMs: 250, maxMs: 10_000, maxRetryAfterMs: 0 }), undefined, { signal: this.signal });
         } catch {
           return;
         }

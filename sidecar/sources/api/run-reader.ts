@@ -16,7 +16,8 @@
 // that ends is not trusted on its own: the status is read again and, once it
 // shows the run terminated, one more (unfollowed) request fetches whatever
 // the followed one may have missed.
-import { retryDelay, sleep, type BackoffOptions } from '../../delivery/backoff.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { retryDelay, type BackoffOptions } from '../../delivery/backoff.ts';
 import { FileProgress } from '../../records/progress.ts';
 import type { CheckpointEntry } from '../../delivery/checkpoint.ts';
 import type { Config } from '../../config.ts';
@@ -150,7 +151,7 @@ export class RunReader {
 
   private async pause(attempt: number): Promise<void> {
     try {
-      await sleep(retryDelay(attempt, undefined, this.backoff()), this.host.signal);
+      await sleep(retryDelay(attempt, undefined, this.backoff()), undefined, { signal: this.host.signal });
     } catch {
       // stopped
     }
