@@ -51,3 +51,20 @@ export function nowTime(): EpochTime {
   const ms = Date.now();
   return { sec: Math.floor(ms / 1000), nanos: (ms % 1000) * 1_000_000 };
 }
+
+/** digits, '+', '-', '.', ':', 'T', 'Z': keeps the text safe to splice into JSON. */
+export const TS_CHAR = new Uint8Array(256);
+for (const c of '0123456789+-.:TZ') TS_CHAR[c.charCodeAt(0)] = 1;
+
+/** Length and the '-', '-', 'T' of an RFC 3339 date; TS_CHAR checks the rest. */
+export function timestampShape(b: Buffer, s: number, e: number): boolean {
+  const n = e - s;
+  return n >= 20 && n <= 40 && b[s + 4] === 45 && b[s + 7] === 45 && b[s + 10] === 84;
+}
+
+/** b[s, e) looks like an RFC 3339 timestamp as runtimes and the kubelet write it. */
+export function isTimestamp(b: Buffer, s: number, e: number): boolean {
+  if (!timestampShape(b, s, e)) return false;
+  for (let i = s; i < e; i++) if (TS_CHAR[b[i]!] !== 1) return false;
+  return true;
+}

@@ -315,3 +315,23 @@ describe('api mode: credentials and configuration', () => {
     await expect(p.start()).rejects.toBeInstanceOf(ConfigError);
   });
 });
+
+describe('api mode: records', () => {
+  it('cuts a line over JOBHARVEST_MAX_RECORD_BYTES on a UTF-8 boundary and counts what was cut', async () => {
+    const t = await setup({ main: ['main'] }, { JOBHARVEST_MAX_RECORD_BYTES: '1024' });
+    await t.start();
+    await waitFor(() => t.kube.watchRequests > 0, 'the pod watch');
+    t.kube.run('main', 0);
+    // 1801 bytes: more than the line limit too, so part of it never reaches the record.
+    const long = 'a' + '€'.repeat(600);
+    t.kube.append('main', 0, [
+      { ts: kubeTs(BASE_SEC, 0), msg: long },
+      { ts: kubeTs(BASE_SEC, 1), msg: 'short' },
+    ]);
+    t.kube.terminate('main');
+    await waitFor(() => t.sink.accepted.length >= 2, 'both lines');
+    const docs = [...t.sink.accepted].sort((a, b) => lineOf(a) - lineOf(b));
+    expect(docs.map((d) => d.message)).toEqual(['a' + '€'.repeat(341) + ' [jobharvest: truncated 777 bytes]', 'short']);
+    expect(docs.map((d) => d['jobharvest.truncated'])).toEqual([true, undefined]);
+  });
+});

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { CriDecoder, truncationMarker, utf8Prefix } from '../sources/node/cri.ts';
+import { truncationMarker, utf8Prefix } from '../sources/lines.ts';
+import { CriDecoder } from '../sources/node/cri.ts';
 import { FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type LogRecord } from '../records/record.ts';
 import { cri, makeMeta } from './helpers.ts';
 

@@ -21,13 +21,12 @@ import { retryDelay, type BackoffOptions } from '../../delivery/backoff.ts';
 import { FileProgress } from '../../records/progress.ts';
 import type { CheckpointEntry } from '../../delivery/checkpoint.ts';
 import type { Config } from '../../config.ts';
-import { isTimestamp, truncationMarker, utf8Prefix } from '../node/cri.ts';
 import { log } from '../../log.ts';
 import { fileKey, FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, idPrefix, type FileMeta, type LogRecord } from '../../records/record.ts';
 import type { Stats } from '../../stats.ts';
-import { parseTimestamp } from '../../records/timestamp.ts';
+import { isTimestamp, parseTimestamp } from '../../records/timestamp.ts';
 import { ApiError, podLogPath, type KubeClient } from './kube-client.ts';
-import { LineSplitter } from '../lines.ts';
+import { LineSplitter, truncated, type LineHandler } from '../lines.ts';
 import type { RunView } from './pod.ts';
 
 /** Stands in for a file fingerprint in checkpoint keys and ids. */
@@ -36,6 +35,7 @@ export const API_FINGERPRINT = 'api';
 /** Room for the timestamp in front of a capped message. */
 const HEADER_ROOM = 64;
 const SP = 32;
+const EMPTY = Buffer.alloc(0);
 
 export interface RunHost {
   readonly client: KubeClient;
@@ -76,12 +76,12 @@ export function sinceTimeOf(sec: number): string {
   return new Date(sec * 1000).toISOString().replace(/\.\d{3}Z$/, 'Z');
 }
 
-export class RunReader {
+export class RunReader implements LineHandler<LogRecord> {
   readonly meta: FileMeta;
   readonly done: Promise<void>;
   /** Read to the end, or given up because the API no longer serves it. */
   finished = false;
-  private readonly splitter: LineSplitter;
+  private readonly splitter: LineSplitter<LogRecord>;
   /** Lines read so far: the number of the next line. */
   private index: number;
   private lastTs: string | undefined;
@@ -120,7 +120,7 @@ export class RunReader {
       this.lastNanos = t.nanos;
       this.lastN = resume.n ?? 0;
     }
-    this.splitter = new LineSplitter(cfg.maxRecordBytes + HEADER_ROOM);
+    this.splitter = new LineSplitter<LogRecord>(this, cfg.maxRecordBytes + HEADER_ROOM);
     host.stats.filesOpened++;
     if (this.index > 0) log.info('resuming container log from checkpoint', { container, restart, line: this.index, since: this.lastTs });
     this.done = this.run();
@@ -197,7 +197,7 @@ export class RunReader {
       }
       if (!follow) {
         const out: LogRecord[] = [];
-        this.splitter.end((b, s, e, size, dropped) => this.line(b, s, e, size, dropped, out, FLAG_INCOMPLETE));
+        this.splitter.end(out);
         if (out.length > 0) await h.emit(out);
         return this.finish(true);
       }
@@ -228,11 +228,12 @@ export class RunReader {
   private async consume(chunk: Buffer): Promise<void> {
     this.host.stats.bytesRead += chunk.length;
     const out: LogRecord[] = [];
-    this.splitter.push(chunk, (b, s, e, size, dropped) => this.line(b, s, e, size, dropped, out, 0));
+    this.splitter.push(chunk, out);
     if (out.length > 0) await this.host.emit(out);
   }
 
-  private line(b: Buffer, s: number, e: number, size: number, dropped: number, out: LogRecord[], extraFlags: number): void {
+  /** One line of the response; `start` is not used: a run's lines are numbered, not placed by byte. */
+  line(b: Buffer, s: number, e: number, _start: number, size: number, dropped: number, out: LogRecord[]): void {
     const sp = b.indexOf(SP, s);
     let ts: string | undefined;
     if (sp > s && sp < e && isTimestamp(b, s, sp)) {
@@ -270,12 +271,12 @@ export class RunReader {
 
     const msgStart = ts !== undefined ? sp + 1 : s;
     const len = e - msgStart;
-    let flags = extraFlags;
+    // Without its newline the line was the last of a complete stream, cut off.
+    let flags = size === e - s + dropped ? FLAG_INCOMPLETE : 0;
     let message: string;
     const max = this.host.config.maxRecordBytes;
     if (len > max || dropped > 0) {
-      const cut = utf8Prefix(b.subarray(msgStart, e), max);
-      message = b.toString('utf8', msgStart, msgStart + cut) + truncationMarker(len - cut + dropped);
+      message = truncated(EMPTY, b.subarray(msgStart, e), max, dropped).toString('utf8');
       flags |= FLAG_TRUNCATED;
       this.host.stats.truncated++;
     } else message = b.toString('utf8', msgStart, e);
