@@ -5,7 +5,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { CheckpointEntry } from '../delivery/checkpoint.ts';
 import type { LogRecord } from '../records/record.ts';
-import { CHUNK_BYTES, NodeSource, parseLogName } from '../sources/node/node-source.ts';
+import { NodeSource, parseLogName } from '../sources/node/node-source.ts';
+import { CHUNK_BYTES } from '../sources/node/tail.ts';
 import { newStats } from '../stats.ts';
 import { cri, testConfig, tmpDir } from './helpers.ts';
 
