@@ -66,7 +66,7 @@ export class Pipeline {
   private metrics: { close(): Promise<void> } | undefined;
   private draining: Promise<Summary> | undefined;
   private idleCheck = false;
-  private sealOnIdle = false;
+  private flushOnIdle = false;
 
   constructor(
     readonly config: Config,
@@ -134,15 +134,15 @@ export class Pipeline {
    */
   private readonly sendIfIdle = (): void => {
     this.idleCheck = false;
-    if (this.delivery.inFlightCount === 0 && !this.delivery.saturated) this.batcher.seal();
-    else if (!this.sealOnIdle) {
+    if (this.delivery.inFlightCount === 0 && !this.delivery.saturated) this.batcher.flush();
+    else if (!this.flushOnIdle) {
       // Like Nagle once the last segment is acknowledged: when the pipe empties,
       // what gathered meanwhile goes at once. Otherwise the tail of a burst (the
       // end of a file above all) would sit out BATCH_MAX_WAIT_MS.
-      this.sealOnIdle = true;
-      void this.delivery.idle().then(() => {
-        this.sealOnIdle = false;
-        this.batcher.seal();
+      this.flushOnIdle = true;
+      void this.delivery.flush().then(() => {
+        this.flushOnIdle = false;
+        this.batcher.flush();
       });
     }
   };
@@ -202,16 +202,18 @@ export class Pipeline {
     }, budget);
     log.info('draining', { budgetMs: budget });
 
-    const read = this.source.drain().then(() => this.batcher.close());
+    const read = this.source.flush().then(() => this.batcher.flush());
     await Promise.race([read, deadline]);
-    if (!deadlineHit) await Promise.race([this.delivery.idle(), deadline]);
+    if (!deadlineHit) await Promise.race([this.delivery.flush(), deadline]);
     clearTimeout(timer);
     if (deadlineHit) {
       log.warn('drain deadline reached; what is not acknowledged goes to the dead-letter file', { deadLetterFile: this.deadLetter.file });
-      await this.delivery.stop();
-      await this.source.stop();
-      this.batcher.close();
-      await this.delivery.stop();
+      // Delivery first: that also wakes a source waiting for capacity, so it can see its own shutdown.
+      await this.delivery.shutdown();
+      await this.source.shutdown();
+      // The records read meanwhile go straight to the dead-letter file; wait for that write.
+      this.batcher.flush();
+      await this.delivery.flush();
     }
     if (this.checkpointTimer) clearInterval(this.checkpointTimer);
     this.dirty = true;

@@ -52,8 +52,8 @@ export class Batcher {
       t.end = r.safe;
       t.last = r;
     }
-    if (b.bytes >= this.opts.maxBytes || b.records.length >= this.opts.maxRecords) this.seal();
-    else if (this.timer === undefined) this.timer = setTimeout(() => this.seal(), this.opts.maxWaitMs);
+    if (b.bytes >= this.opts.maxBytes || b.records.length >= this.opts.maxRecords) this.flush();
+    else if (this.timer === undefined) this.timer = setTimeout(() => this.flush(), this.opts.maxWaitMs);
   }
 
   /** Records waiting in the batch being filled. */
@@ -62,7 +62,7 @@ export class Batcher {
   }
 
   /** Hands the current batch on now, if it has anything. */
-  seal(): void {
+  flush(): void {
     if (this.timer !== undefined) {
       clearTimeout(this.timer);
       this.timer = undefined;
@@ -71,10 +71,6 @@ export class Batcher {
     const b = this.cur;
     this.cur = this.fresh();
     this.onBatch(b);
-  }
-
-  close(): void {
-    this.seal();
   }
 
   private fresh(): Batch {

@@ -25,6 +25,7 @@ export class Delivery {
   private readonly abort = new AbortController();
   private capacityWaiters: Array<() => void> = [];
   private idleWaiters: Array<() => void> = [];
+  /** Batches being delivered, and after shutdown being dead-lettered. */
   private readonly running = new Set<Promise<void>>();
 
   constructor(
@@ -36,7 +37,7 @@ export class Delivery {
 
   submit(b: Batch): void {
     if (this.abort.signal.aborted) {
-      void this.giveUp(b.records);
+      this.track(this.giveUp(b.records));
       return;
     }
     this.queue.push(b);
@@ -57,17 +58,22 @@ export class Delivery {
     return new Promise((resolve) => this.capacityWaiters.push(resolve));
   }
 
-  /** Resolves once nothing is queued or in flight. */
-  idle(): Promise<void> {
-    if (this.queue.length === 0 && this.inFlight === 0) return Promise.resolve();
+  /**
+   * Resolves once every batch submitted so far is settled: acknowledged,
+   * rejected or, after shutdown, in the dead-letter file.
+   */
+  flush(): Promise<void> {
+    if (this.idle) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
   /**
    * Drain deadline: abort requests and backoff waits. Records not yet
-   * acknowledged go to the dead-letter file and are counted as unsent.
+   * acknowledged go to the dead-letter file and are counted as unsent, and so
+   * do those of any batch submitted afterwards. Resolves once the batches
+   * that were queued or in flight are written there.
    */
-  async stop(): Promise<void> {
+  async shutdown(): Promise<void> {
     this.abort.abort(new Error('drain deadline'));
     const queued = this.queue.splice(0);
     for (const b of queued) await this.giveUp(b.records);
@@ -75,17 +81,28 @@ export class Delivery {
     this.notify();
   }
 
+  private get idle(): boolean {
+    return this.queue.length === 0 && this.running.size === 0;
+  }
+
+  private track(p: Promise<void>): void {
+    const tracked = p.finally(() => {
+      this.running.delete(tracked);
+      this.notify();
+    });
+    this.running.add(tracked);
+  }
+
   private pump(): void {
     while (this.inFlight < this.opts.maxInFlight && this.queue.length > 0) {
       const b = this.queue.shift()!;
       this.inFlight++;
-      const p = this.run(b).finally(() => {
-        this.inFlight--;
-        this.running.delete(p);
-        this.pump();
-        this.notify();
-      });
-      this.running.add(p);
+      this.track(
+        this.run(b).finally(() => {
+          this.inFlight--;
+          this.pump();
+        }),
+      );
     }
     this.notify();
   }
@@ -96,7 +113,7 @@ export class Delivery {
       this.capacityWaiters = [];
       for (const f of w) f();
     }
-    if (this.queue.length === 0 && this.inFlight === 0 && this.idleWaiters.length > 0) {
+    if (this.idle && this.idleWaiters.length > 0) {
       const w = this.idleWaiters;
       this.idleWaiters = [];
       for (const f of w) f();

@@ -17,12 +17,19 @@ export interface SourceOptions {
   onProgress(): void;
 }
 
+/**
+ * The lifecycle words are the same across the stages (source, batcher,
+ * delivery): `flush` hands on everything pending and resolves once it has
+ * gone through; `shutdown` is the drain deadline: stop wherever the stage is.
+ * A source also has `close`, which lets go of its files and connections once
+ * the summary has been taken.
+ */
 export interface LogSource {
   start(): Promise<void>;
   /** SIGTERM: read what is finished to its end, then resolve. */
-  drain(): Promise<void>;
+  flush(): Promise<void>;
   /** Drain deadline: stop reading wherever we are. */
-  stop(): Promise<void>;
+  shutdown(): Promise<void>;
   close(): Promise<void>;
   /** Checkpoint view: loaded entries not met yet plus everything followed. */
   entries(): Map<string, CheckpointEntry>;

@@ -13,7 +13,7 @@ import { cri, testConfig, tmpDir } from './helpers.ts';
 const sources: NodeSource[] = [];
 afterEach(async () => {
   for (const s of sources.splice(0)) {
-    await s.stop();
+    await s.shutdown();
     await s.close();
   }
 });
@@ -226,7 +226,7 @@ describe('NodeSource', () => {
     const checkpoint = h.source.entries();
     const [key, entry] = [...checkpoint][0]!;
     expect(entry).toEqual({ offset: Buffer.byteLength(lines(0, 50)), done: false });
-    await h.source.stop();
+    await h.source.shutdown();
     await appendFile(path.join(c, '0.log'), lines(50, 60));
     const h2 = await harness(dir, new Map([[key, entry]]));
     await waitFor(() => h2.records.length === 10, 'second run');
@@ -240,7 +240,7 @@ describe('NodeSource', () => {
     const h = await harness(dir);
     await writeFile(path.join(c, '0.log'), lines(0, 5) + `${TS(9)} stdout F no newline yet`);
     await waitFor(() => h.records.length === 5, 'complete lines');
-    await h.source.drain();
+    await h.source.flush();
     expect(h.messages()).toEqual([...expected(0, 5), 'no newline yet']);
     const entry = [...h.source.entries().values()][0]!;
     // A live file released by the drain stays resumable.

@@ -99,7 +99,7 @@ export class ApiSource implements LogSource, RunHost {
   }
 
   /** SIGTERM: learn the latest statuses, then read every run that has started to its end. */
-  async drain(): Promise<void> {
+  async flush(): Promise<void> {
     this.final = true;
     try {
       await this.refresh();
@@ -116,7 +116,7 @@ export class ApiSource implements LogSource, RunHost {
     await this.watch.stopped();
   }
 
-  async stop(): Promise<void> {
+  async shutdown(): Promise<void> {
     this.abort.abort();
     await Promise.all([...this.readers.values()].map((r) => r.done));
     await this.watch?.stopped();

@@ -70,7 +70,7 @@ export class NodeSource implements LogSource {
   }
 
   /** SIGTERM: look once more for new files, then read everything to EOF and let go. */
-  async drain(): Promise<void> {
+  async flush(): Promise<void> {
     this.final = true;
     await this.scan();
     // Only now may the loop finish: until this last scan is through, a file it
@@ -82,7 +82,7 @@ export class NodeSource implements LogSource {
   }
 
   /** Drain deadline: stop reading wherever we are. */
-  async stop(): Promise<void> {
+  async shutdown(): Promise<void> {
     this.stopped = true;
     this.stopWatching();
     this.kick();
