@@ -1,19 +1,19 @@
 // Wires the stages: source (discover + tail + parse) -> batcher -> delivery
 // (sink) -> checkpoint, and runs the SIGTERM drain against its deadline.
-import { Batcher } from './batcher.ts';
-import { CheckpointStore } from './checkpoint.ts';
+import { Batcher } from './delivery/batcher.ts';
+import { CheckpointStore } from './delivery/checkpoint.ts';
 import { ConfigError, type Config } from './config.ts';
-import { DeadLetter } from './deadletter.ts';
-import { Delivery } from './delivery.ts';
+import { DeadLetter } from './delivery/deadletter.ts';
+import { Delivery } from './delivery/delivery.ts';
 import { log, redactUrl } from './log.ts';
 import { startMetrics } from './metrics.ts';
-import type { LogRecord } from './record.ts';
+import type { LogRecord } from './records/record.ts';
 import { SINK_MODULES } from './sinks/registry.ts';
 import type { Sink, SinkContext } from './sinks/types.ts';
-import type { LogSource } from './log-source.ts';
-import { NodeSource, type SourceOptions } from './source.ts';
+import type { LogSource, SourceOptions } from './sources/source.ts';
+import { NodeSource } from './sources/node/node-source.ts';
 import { newStats, type Stats } from './stats.ts';
-import { HttpClient } from './transport.ts';
+import { HttpClient } from './sinks/http/client.ts';
 
 export const CHECKPOINT_INTERVAL_MS = 1000;
 
@@ -66,7 +66,7 @@ export class Pipeline {
   private metrics: { close(): Promise<void> } | undefined;
   private draining: Promise<Summary> | undefined;
   private idleCheck = false;
-  private sealOnIdle = false;
+  private flushOnIdle = false;
 
   constructor(
     readonly config: Config,
@@ -97,7 +97,7 @@ export class Pipeline {
     };
     if (cfg.mode === 'api') {
       // Only api-mode pods parse the API client.
-      const { ApiSource } = await import('./api/source.ts');
+      const { ApiSource } = await import('./sources/api/api-source.ts');
       this.source = new ApiSource(sourceOptions);
     } else this.source = new NodeSource(sourceOptions);
     if (cfg.metricsPort > 0) {
@@ -134,15 +134,15 @@ export class Pipeline {
    */
   private readonly sendIfIdle = (): void => {
     this.idleCheck = false;
-    if (this.delivery.inFlightCount === 0 && !this.delivery.saturated) this.batcher.seal();
-    else if (!this.sealOnIdle) {
+    if (this.delivery.inFlightCount === 0 && !this.delivery.saturated) this.batcher.flush();
+    else if (!this.flushOnIdle) {
       // Like Nagle once the last segment is acknowledged: when the pipe empties,
       // what gathered meanwhile goes at once. Otherwise the tail of a burst (the
       // end of a file above all) would sit out BATCH_MAX_WAIT_MS.
-      this.sealOnIdle = true;
-      void this.delivery.idle().then(() => {
-        this.sealOnIdle = false;
-        this.batcher.seal();
+      this.flushOnIdle = true;
+      void this.delivery.flush().then(() => {
+        this.flushOnIdle = false;
+        this.batcher.flush();
       });
     }
   };
@@ -202,16 +202,18 @@ export class Pipeline {
     }, budget);
     log.info('draining', { budgetMs: budget });
 
-    const read = this.source.drain().then(() => this.batcher.close());
+    const read = this.source.flush().then(() => this.batcher.flush());
     await Promise.race([read, deadline]);
-    if (!deadlineHit) await Promise.race([this.delivery.idle(), deadline]);
+    if (!deadlineHit) await Promise.race([this.delivery.flush(), deadline]);
     clearTimeout(timer);
     if (deadlineHit) {
       log.warn('drain deadline reached; what is not acknowledged goes to the dead-letter file', { deadLetterFile: this.deadLetter.file });
-      await this.delivery.stop();
-      await this.source.stop();
-      this.batcher.close();
-      await this.delivery.stop();
+      // Delivery first: that also wakes a source waiting for capacity, so it can see its own shutdown.
+      await this.delivery.shutdown();
+      await this.source.shutdown();
+      // The records read meanwhile go straight to the dead-letter file; wait for that write.
+      this.batcher.flush();
+      await this.delivery.flush();
     }
     if (this.checkpointTimer) clearInterval(this.checkpointTimer);
     this.dirty = true;

@@ -2,12 +2,12 @@
 // a re-sent record is refused with 409 instead of stored twice. The per-item
 // results decide each record's fate: 409 is "already stored", 429/5xx are
 // retried, other failures go to the dead-letter file.
-import { isRetryableStatus, parseRetryAfter } from '../backoff.ts';
-import { BodyBuilder, releaser } from '../body.ts';
-import type { LogRecord } from '../record.ts';
-import { withPath } from '../transport.ts';
-import { DocumentEncoder } from './document.ts';
-import { attempt } from './http-result.ts';
+import { isRetryableStatus, parseRetryAfter } from '../delivery/backoff.ts';
+import { BodyBuilder, releaser } from '../encode/body.ts';
+import type { LogRecord } from '../records/record.ts';
+import { withPath } from './http/client.ts';
+import { DocumentEncoder } from '../encode/document.ts';
+import { attempt } from './http/result.ts';
 import type { SendResult, Sink, SinkContext } from './types.ts';
 
 const ACTION_END = Buffer.from('"}}\n');

@@ -11,8 +11,8 @@ import { decodeMultiStream, Encoder } from '@msgpack/msgpack';
 import { ENV } from '../../src/contract/env.ts';
 import { ConfigError } from '../config.ts';
 import { log } from '../log.ts';
-import { ackOf, buildPing, checkPong, FORWARD_MODES, ForwardEncoder, parseHelo, TagTemplate, unknownTagVariable, type Credentials, type ForwardMessage, type ForwardMode } from './forward-protocol.ts';
-import { Connector, Link, openStream, streamEndpoint, untilAborted, type StreamEndpoint } from './syslog-socket.ts';
+import { ackOf, buildPing, checkPong, FORWARD_MODES, ForwardEncoder, parseHelo, TagTemplate, unknownTagVariable, type Credentials, type ForwardMessage, type ForwardMode } from './forward/protocol.ts';
+import { Connector, Link, openStream, streamEndpoint, untilAborted, type StreamEndpoint } from './stream/client.ts';
 import type { SendResult, Sink, SinkContext } from './types.ts';
 
 type Env = Readonly<Record<string, string | undefined>>;

@@ -1,7 +1,7 @@
 // Generic sink: POST the batch as NDJSON, one flat JSON document per record.
-import { releaser } from '../body.ts';
-import { DocumentEncoder } from './document.ts';
-import { attempt } from './http-result.ts';
+import { releaser } from '../encode/body.ts';
+import { DocumentEncoder } from '../encode/document.ts';
+import { attempt } from './http/result.ts';
 import type { Sink, SinkContext } from './types.ts';
 
 export function createSink(ctx: SinkContext): Sink {

@@ -1,10 +1,10 @@
 // Loki push API (JSON). Labels stay low-cardinality (namespace, job, pod,
 // container, stream); everything else rides along as structured metadata.
 // The original CRI timestamp is sent in nanoseconds.
-import { nanosText, nowTime, parseTimestamp } from '../timestamp.ts';
-import type { FileMeta, LogRecord } from '../record.ts';
-import { withPath } from '../transport.ts';
-import { attempt } from './http-result.ts';
+import { nanosText, nowTime, parseTimestamp } from '../records/timestamp.ts';
+import { FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type FileMeta, type LogRecord } from '../records/record.ts';
+import { withPath } from './http/client.ts';
+import { attempt } from './http/result.ts';
 import type { Sink, SinkContext } from './types.ts';
 import type { Identity } from '../config.ts';
 
@@ -36,9 +36,9 @@ export function encodeLokiPush(identity: Identity, records: readonly LogRecord[]
     }
     const t = parseTimestamp(r.ts) ?? nowTime();
     let meta = `{${podMeta},"restart_count":"${r.file.restart}","id":"${r.file.idPrefix}${r.offset}"`;
-    if (r.flags & 1) meta += ',"truncated":"true"';
-    if (r.flags & 2) meta += ',"malformed":"true"';
-    if (r.flags & 4) meta += ',"incomplete":"true"';
+    if (r.flags & FLAG_TRUNCATED) meta += ',"truncated":"true"';
+    if (r.flags & FLAG_MALFORMED) meta += ',"malformed":"true"';
+    if (r.flags & FLAG_INCOMPLETE) meta += ',"incomplete":"true"';
     g.body += (g.body ? ',' : '') + `["${nanosText(t)}",${JSON.stringify(r.message)},${meta}}]`;
   }
   let out = '{"streams":[';

@@ -6,11 +6,11 @@ import type { Resource } from '@opentelemetry/resources';
 import type { ReadableLogRecord } from '@opentelemetry/sdk-logs';
 import { VERSION } from '../../src/version.ts';
 import type { Identity } from '../config.ts';
-import { FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type LogRecord } from '../record.ts';
-import { nowTime, parseTimestamp } from '../timestamp.ts';
-import { withPath } from '../transport.ts';
-import { metadataFields } from './document.ts';
-import { attempt } from './http-result.ts';
+import { FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type LogRecord } from '../records/record.ts';
+import { nowTime, parseTimestamp } from '../records/timestamp.ts';
+import { withPath } from './http/client.ts';
+import { metadataFields } from '../encode/document.ts';
+import { attempt } from './http/result.ts';
 import type { SendResult, Sink, SinkContext } from './types.ts';
 
 export const OTLP_LOGS_PATH = '/v1/logs';

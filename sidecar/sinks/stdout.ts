@@ -1,8 +1,8 @@
 // Debugging sink: NDJSON documents on the sidecar's stdout, acknowledged once
 // the stream has taken them (its backpressure is honoured).
 import type { Writable } from 'node:stream';
-import { recycleBody } from '../body.ts';
-import { DocumentEncoder } from './document.ts';
+import { recycleBody } from '../encode/body.ts';
+import { DocumentEncoder } from '../encode/document.ts';
 import type { Sink, SinkContext } from './types.ts';
 
 export function createSink(ctx: SinkContext, out: Writable = process.stdout): Sink {

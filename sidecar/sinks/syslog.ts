@@ -1,13 +1,13 @@
 // syslog sink: one RFC 5424 message per record, to tcp://host:port or
 // tls://host:port, framed by octet counting (RFC 6587) or carried by RELP
-// (JOBHARVEST_SYSLOG_PROTOCOL). See syslog-octet.ts for what plain TCP can
+// (JOBHARVEST_SYSLOG_PROTOCOL). See syslog/octet.ts for what plain TCP can
 // and cannot guarantee; RELP acknowledges every message.
 import { ENV } from '../../src/contract/env.ts';
 import { ConfigError } from '../config.ts';
-import { isValidSdId, parseFacility, parseSeverityMap, SyslogEncoder } from './syslog-format.ts';
-import { OctetCountingTransport, type SyslogTransport } from './syslog-octet.ts';
-import { RelpTransport } from './syslog-relp.ts';
-import { streamEndpoint } from './syslog-socket.ts';
+import { isValidSdId, parseFacility, parseSeverityMap, SyslogEncoder } from './syslog/format.ts';
+import { OctetCountingTransport, type SyslogTransport } from './syslog/octet.ts';
+import { RelpTransport } from './syslog/relp.ts';
+import { streamEndpoint } from './stream/client.ts';
 import type { Sink, SinkContext } from './types.ts';
 
 export const SYSLOG_PROTOCOLS = ['octet-counting', 'relp'] as const;

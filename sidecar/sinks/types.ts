@@ -2,8 +2,8 @@
 // what happened; retries, splitting, dead-lettering and checkpoints live in
 // the delivery stage, so a new sink is one module plus one registry line.
 import type { Config } from '../config.ts';
-import type { LogRecord } from '../record.ts';
-import type { HttpClient } from '../transport.ts';
+import type { LogRecord } from '../records/record.ts';
+import type { HttpClient } from './http/client.ts';
 
 export type SendResult =
   /** Every record is stored. */

@@ -4,10 +4,11 @@
 // the service-account token read again when it rotates.
 import { cp, readFile } from 'node:fs/promises';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
-import { KubeClient } from '../api/kube-client.ts';
-import { sinceTimeOf } from '../api/run-reader.ts';
-import { CHECKPOINT_FILE } from '../checkpoint.ts';
+import { KubeClient } from '../sources/api/kube-client.ts';
+import { sinceTimeOf } from '../sources/api/run-reader.ts';
+import { CHECKPOINT_FILE } from '../delivery/checkpoint.ts';
 import { ConfigError, loadConfig } from '../config.ts';
 import { Pipeline } from '../pipeline.ts';
 import { FakeKube, type LogLine } from './fake-kube.ts';
@@ -46,7 +47,7 @@ async function waitFor(cond: () => boolean, what: string, ms = 10_000): Promise<
   const until = Date.now() + ms;
   while (!cond()) {
     if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
+    await sleep(20);
   }
 }
 
@@ -196,7 +197,7 @@ describe('api mode: resuming', () => {
       for (;;) {
         const f = await t.checkpoint().catch(() => undefined);
         if (f?.['main/0/api']?.offset === 70) return f;
-        await new Promise((r) => setTimeout(r, 50));
+        await sleep(50);
       }
     })();
     // Line 69 is the second of group 17 (lines 68-71).
@@ -234,7 +235,7 @@ describe('api mode: end of a run', () => {
     await waitFor(() => t.sink.accepted.length >= 30, 'lines on the second stream');
     // The stream ends cleanly while the pod status still says running: not done.
     t.kube.endFollowers('main');
-    await new Promise((r) => setTimeout(r, 300));
+    await sleep(300);
     let files = await t.checkpoint().catch(() => ({}) as Record<string, { done: boolean }>);
     expect(files['main/0/api']?.done ?? false).toBe(false);
     t.kube.append('main', 0, lines('main', 30, 35));
@@ -277,7 +278,7 @@ describe('api mode: credentials and configuration', () => {
     expect(kube.tokensSeen.at(-1)).toBe('token-1');
     // Periodic re-read: both tokens are valid, the new one is used once the interval has passed.
     await kube.rotateToken('token-2', true);
-    await new Promise((r) => setTimeout(r, 150));
+    await sleep(150);
     await client.getJson(podPath);
     expect(kube.tokensSeen.at(-1)).toBe('token-2');
 
@@ -312,5 +313,25 @@ describe('api mode: credentials and configuration', () => {
     const empty = await tmpDir();
     const p = new Pipeline(testConfig({ JOBHARVEST_MODE: 'api', JOBHARVEST_KUBE_API_URL: 'https://127.0.0.1:1', JOBHARVEST_KUBE_TOKEN_DIR: empty, JOBHARVEST_STATE_DIR: path.join(empty, 's') }));
     await expect(p.start()).rejects.toBeInstanceOf(ConfigError);
+  });
+});
+
+describe('api mode: records', () => {
+  it('cuts a line over JOBHARVEST_MAX_RECORD_BYTES on a UTF-8 boundary and counts what was cut', async () => {
+    const t = await setup({ main: ['main'] }, { JOBHARVEST_MAX_RECORD_BYTES: '1024' });
+    await t.start();
+    await waitFor(() => t.kube.watchRequests > 0, 'the pod watch');
+    t.kube.run('main', 0);
+    // 1801 bytes: more than the line limit too, so part of it never reaches the record.
+    const long = 'a' + '€'.repeat(600);
+    t.kube.append('main', 0, [
+      { ts: kubeTs(BASE_SEC, 0), msg: long },
+      { ts: kubeTs(BASE_SEC, 1), msg: 'short' },
+    ]);
+    t.kube.terminate('main');
+    await waitFor(() => t.sink.accepted.length >= 2, 'both lines');
+    const docs = [...t.sink.accepted].sort((a, b) => lineOf(a) - lineOf(b));
+    expect(docs.map((d) => d.message)).toEqual(['a' + '€'.repeat(341) + ' [jobharvest: truncated 777 bytes]', 'short']);
+    expect(docs.map((d) => d['jobharvest.truncated'])).toEqual([true, undefined]);
   });
 });

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { FileProgress } from '../acks.ts';
-import { Batcher, RECORD_OVERHEAD_BYTES, type Batch } from '../batcher.ts';
+import { FileProgress } from '../records/progress.ts';
+import { Batcher, RECORD_OVERHEAD_BYTES, type Batch } from '../delivery/batcher.ts';
 import { makeMeta, makeRecord } from './helpers.ts';
 
 afterEach(() => {
@@ -16,7 +16,7 @@ describe('Batcher', () => {
       ['m0', 'm1', 'm2'],
       ['m3', 'm4', 'm5'],
     ]);
-    b.close();
+    b.flush();
     expect(out).toHaveLength(3);
     expect(out[2]!.records.map((r) => r.message)).toEqual(['m6']);
   });
@@ -27,7 +27,7 @@ describe('Batcher', () => {
     const b = new Batcher({ maxBytes: 2 * (1000 + RECORD_OVERHEAD_BYTES), maxRecords: 1000, maxWaitMs: 60_000 }, (x) => out.push(x));
     for (let i = 0; i < 5; i++) b.add(makeRecord(msg));
     expect(out.map((x) => x.records.length)).toEqual([2, 2]);
-    b.close();
+    b.flush();
   });
 
   it('seals a non-empty batch after maxWaitMs, and never an empty one', () => {

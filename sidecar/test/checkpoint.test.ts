@@ -1,7 +1,7 @@
 import { readdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { CHECKPOINT_FILE, CheckpointStore, writeFileAtomic } from '../checkpoint.ts';
+import { CHECKPOINT_FILE, CheckpointStore, writeFileAtomic } from '../delivery/checkpoint.ts';
 import { tmpDir } from './helpers.ts';
 
 describe('checkpoint', () => {

@@ -2,10 +2,10 @@
 // what JSON.stringify-based encoding gives, whatever the message holds.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { BodyBuilder } from '../body.ts';
-import { CriDecoder } from '../cri.ts';
-import { CriRecord, FLAG_MALFORMED, FLAG_TRUNCATED, type LogRecord } from '../record.ts';
-import { DocumentEncoder } from '../sinks/document.ts';
+import { BodyBuilder } from '../encode/body.ts';
+import { CriDecoder } from '../sources/node/cri.ts';
+import { CriRecord, FLAG_MALFORMED, FLAG_TRUNCATED, type LogRecord } from '../records/record.ts';
+import { DocumentEncoder } from '../encode/document.ts';
 import { encodeBulk } from '../sinks/elasticsearch.ts';
 import { makeMeta, makeRecord, testConfig } from './helpers.ts';
 

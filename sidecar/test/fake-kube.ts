@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { generateBundle } from '../../src/tls/generate.ts';
-import type { ContainerStatus, Pod } from '../api/pod.ts';
+import type { ContainerStatus, Pod } from '../sources/api/pod.ts';
 import { tmpDir } from './helpers.ts';
 
 export interface LogLine {

@@ -2,9 +2,9 @@
 import { mkdtemp } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { FileProgress } from '../acks.ts';
+import { FileProgress } from '../records/progress.ts';
 import { loadConfig, type Config } from '../config.ts';
-import { fileKey, idPrefix, type FileMeta, type LogRecord } from '../record.ts';
+import { fileKey, idPrefix, type FileMeta, type LogRecord } from '../records/record.ts';
 
 export function makeMeta(container = 'main', restart = 0, fp = 'fp0000000000000a'): FileMeta {
   return {

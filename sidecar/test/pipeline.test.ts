@@ -1,9 +1,10 @@
 import { appendFile, mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
-import { CHECKPOINT_FILE } from '../checkpoint.ts';
-import { DEAD_LETTER_FILE } from '../deadletter.ts';
-import { UNSENT_REASON } from '../delivery.ts';
+import { CHECKPOINT_FILE } from '../delivery/checkpoint.ts';
+import { DEAD_LETTER_FILE } from '../delivery/deadletter.ts';
+import { UNSENT_REASON } from '../delivery/delivery.ts';
 import { Pipeline } from '../pipeline.ts';
 import { cri, testConfig, tmpDir } from './helpers.ts';
 import { NdjsonReceiver, type Doc } from './ndjson-receiver.ts';
@@ -28,7 +29,7 @@ async function waitFor(cond: () => boolean, what: string, ms = 10_000): Promise<
   const until = Date.now() + ms;
   while (!cond()) {
     if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
+    await sleep(20);
   }
 }
 
@@ -198,7 +199,7 @@ describe('pipeline against a fake HTTP server', () => {
     await waitFor(() => t.srv.accepted.length >= 100, 'before outage');
     down = true;
     await appendFile(t.log, lines(100, 600));
-    await new Promise((r) => setTimeout(r, 800));
+    await sleep(800);
     // Backpressure: with one request in flight only about one batch plus one chunk is read ahead.
     expect(p.stats.linesShipped).toBe(100);
     down = false;

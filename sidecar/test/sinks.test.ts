@@ -3,13 +3,13 @@ import { resourceFromAttributes } from '@opentelemetry/resources';
 import protobuf from 'protobufjs';
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { FLAG_MALFORMED, FLAG_TRUNCATED, recordId } from '../record.ts';
-import { DocumentEncoder } from '../sinks/document.ts';
+import { FLAG_MALFORMED, FLAG_TRUNCATED, recordId } from '../records/record.ts';
+import { DocumentEncoder } from '../encode/document.ts';
 import { encodeBulk, interpretBulk } from '../sinks/elasticsearch.ts';
 import { encodeLokiPush } from '../sinks/loki.ts';
 import { OtlpRecordBuilder, interpretPartialSuccess } from '../sinks/otlp.ts';
 import { createSink as createStdoutSink } from '../sinks/stdout.ts';
-import { parseTimestamp, nanosText } from '../timestamp.ts';
+import { parseTimestamp, nanosText } from '../records/timestamp.ts';
 import { makeMeta, makeRecord, testConfig } from './helpers.ts';
 
 const cfg = testConfig();
