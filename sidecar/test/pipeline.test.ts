@@ -207,4 +207,19 @@ describe('pipeline against a fake HTTP server', () => {
     expect(t.srv.accepted.map((d) => d.message)).toEqual(range(0, 600));
     expect(summary.retries).toBeGreaterThan(0);
   });
+  it.each([
+    ['a Loki tenant', { JOBHARVEST_SINK: 'loki', JOBHARVEST_LOKI_TENANT: '团队' }],
+    ['a header value', { JOBHARVEST_HEADERS: 'x-team=团队' }],
+  ])('dead-letters at once, without retries, a batch whose request cannot be built (%s no HTTP header can carry)', async (_what, env) => {
+    const t = await setup({ JOBHARVEST_DRAIN_SECONDS: '5', ...env });
+    await writeFile(t.log, lines(0, 30));
+    const p = await t.start();
+    await waitFor(() => p.stats.linesDeadLettered >= 30, 'the batch to be dead-lettered', 3000);
+    const summary = await p.drain();
+    expect(t.srv.requests).toBe(0);
+    expect(summary).toMatchObject({ retries: 0, lines_shipped: 0, lines_dead_lettered: 30, lines_unsent: 0, deadline_hit: false });
+    const dl = await t.deadLetters();
+    expect(dl.map((d) => d.record.message).sort()).toEqual(range(0, 30).sort());
+    expect(dl.every((d) => d.reason.includes('ERR_INVALID_CHAR'))).toBe(true);
+  });
 });
