@@ -21,6 +21,7 @@ const COUNTERS: ReadonlyArray<readonly [keyof Stats, string, string]> = [
   ['malformed', 'jobharvest_sidecar_malformed_lines_total', 'Lines that were not CRI, forwarded raw.'],
   ['truncated', 'jobharvest_sidecar_truncated_records_total', 'Records cut at the size cap.'],
   ['checkpointWrites', 'jobharvest_sidecar_checkpoint_writes_total', 'Checkpoint files written.'],
+  ['symlinksSkipped', 'jobharvest_sidecar_symlinks_skipped_total', 'Symlinks in the pod log directory, skipped rather than followed.'],
 ];
 
 export async function startMetrics(port: number, stats: Stats, gauges: MetricsGauges): Promise<{ close(): Promise<void> }> {

@@ -29,6 +29,7 @@ export interface Summary {
   readonly malformed_lines: number;
   readonly truncated_records: number;
   readonly files: number;
+  readonly symlinks_skipped: number;
   readonly drain_ms: number;
   readonly deadline_hit: boolean;
 }
@@ -235,6 +236,7 @@ export class Pipeline {
       malformed_lines: s.malformed,
       truncated_records: s.truncated,
       files: s.filesOpened,
+      symlinks_skipped: s.symlinksSkipped,
       drain_ms: Date.now() - started,
       deadline_hit: deadlineHit,
     };

@@ -3,7 +3,7 @@
 // rotation and deletion cannot take it away, and reads them in one loop, a
 // chunk at a time, pausing whenever delivery is saturated.
 import { watch, type FSWatcher } from 'node:fs';
-import { open, readdir, stat } from 'node:fs/promises';
+import { lstat, open, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { FileProgress } from './acks.ts';
 import type { CheckpointEntry } from './checkpoint.ts';
@@ -13,6 +13,7 @@ import { gzipFingerprint } from './fingerprint.ts';
 import { log } from './log.ts';
 import { fileKey, idPrefix, type LogRecord } from './record.ts';
 import type { Stats } from './stats.ts';
+import { OPEN_LOG_FLAGS, SkippedSymlinks } from './symlinks.ts';
 import { GzTail, PlainTail, type FileState, type Identified, type Tail, type TailEnv } from './tail.ts';
 
 /**
@@ -68,9 +69,11 @@ export class NodeSource implements LogSource {
   private stopped = false;
   private loopDone: Promise<void> | undefined;
   private scans = 0;
+  private readonly symlinks: SkippedSymlinks;
 
   constructor(private readonly opts: SourceOptions) {
     const cfg = opts.config;
+    this.symlinks = new SkippedSymlinks(opts.stats);
     this.env = {
       maxRecordBytes: cfg.maxRecordBytes,
       pollMs: cfg.pollMs,
@@ -281,7 +284,9 @@ export class NodeSource implements LogSource {
     const { logDir, selfContainer } = this.opts.config;
     let dirs: string[];
     try {
-      dirs = (await readdir(logDir, { withFileTypes: true })).filter((d) => d.isDirectory() && d.name !== selfContainer).map((d) => d.name);
+      const entries = await readdir(logDir, { withFileTypes: true });
+      for (const d of entries) if (d.isSymbolicLink()) this.symlinks.skip(path.join(logDir, d.name));
+      dirs = entries.filter((d) => d.isDirectory() && d.name !== selfContainer).map((d) => d.name);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
       return;
@@ -307,7 +312,8 @@ export class NodeSource implements LogSource {
           if (key) present.add(key);
         } catch (err) {
           const code = (err as NodeJS.ErrnoException).code;
-          if (code !== 'ENOENT') log.warn('could not open a log file', { path: path.join(dir, n), error: err });
+          if (code === 'ELOOP') this.symlinks.skip(path.join(dir, n));
+          else if (code !== 'ENOENT') log.warn('could not open a log file', { path: path.join(dir, n), error: err });
         }
       }
     }
@@ -317,7 +323,8 @@ export class NodeSource implements LogSource {
 
   /** Starts following a file unless it is followed or handled already; returns its checkpoint key when known. */
   private async consider(file: string, container: string, name: LogFileName): Promise<string | undefined> {
-    const st = await stat(file);
+    const st = await lstat(file);
+    if (st.isSymbolicLink()) this.symlinks.skip(file);
     if (!st.isFile()) return undefined;
     const id = `${st.dev}:${st.ino}`;
     const known = this.byInode.get(id);
@@ -328,7 +335,7 @@ export class NodeSource implements LogSource {
     const sig = `${id}:${st.size}:${st.mtimeMs}`;
     const ignoredKey = this.ignored.get(sig);
     if (ignoredKey !== undefined) return ignoredKey;
-    const fh = await open(file, 'r');
+    const fh = await open(file, OPEN_LOG_FLAGS);
     const fst = await fh.stat();
     if (fst.ino !== st.ino || fst.dev !== st.dev) {
       await fh.close();

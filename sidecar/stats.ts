@@ -15,6 +15,7 @@ export interface Stats {
   filesOpened: number;
   filesReleased: number;
   checkpointWrites: number;
+  symlinksSkipped: number;
 }
 
 export function newStats(): Stats {
@@ -32,5 +33,6 @@ export function newStats(): Stats {
     filesOpened: 0,
     filesReleased: 0,
     checkpointWrites: 0,
+    symlinksSkipped: 0,
   };
 }

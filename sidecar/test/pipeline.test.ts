@@ -1,4 +1,4 @@
-import { appendFile, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { appendFile, mkdir, readFile, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CHECKPOINT_FILE } from '../checkpoint.ts';
@@ -221,5 +221,21 @@ describe('pipeline against a fake HTTP server', () => {
     const dl = await t.deadLetters();
     expect(dl.map((d) => d.record.message).sort()).toEqual(range(0, 30).sort());
     expect(dl.every((d) => d.reason.includes('ERR_INVALID_CHAR'))).toBe(true);
+  });
+  it('never follows a symlink: a linked log file or container directory is skipped and counted', async () => {
+    const t = await setup();
+    // Secrets elsewhere on the node, in CRI form so that a followed link would ship them.
+    const outside = path.join(t.stateDir, '..', 'outside');
+    await mkdir(path.join(outside, 'dir'), { recursive: true });
+    await writeFile(path.join(outside, 'environ'), cri(TS(0), 'stdout', 'F', 'TOKEN=secret-file'));
+    await writeFile(path.join(outside, 'dir', '0.log'), cri(TS(0), 'stdout', 'F', 'TOKEN=secret-dir'));
+    await writeFile(t.log, lines(0, 5));
+    await symlink(path.join(outside, 'environ'), path.join(t.logDir, 'main', '1.log'));
+    await symlink(path.join(outside, 'dir'), path.join(t.logDir, 'linked'));
+    const p = await t.start();
+    await waitFor(() => t.srv.accepted.length >= 5, 'the real file');
+    const summary = await p.drain();
+    expect(t.srv.accepted.map((d) => d.message)).toEqual(range(0, 5));
+    expect(summary).toMatchObject({ lines_read: 5, files: 1, symlinks_skipped: 2 });
   });
 });
