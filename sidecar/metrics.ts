@@ -42,6 +42,9 @@ export async function startMetrics(port: number, stats: Stats, gauges: MetricsGa
   }
   new prom.Gauge({ name: 'jobharvest_sidecar_requests_in_flight', help: 'Batches being delivered.', registers: [registry], collect() { this.set(gauges.inFlight()); } });
   new prom.Gauge({ name: 'jobharvest_sidecar_open_files', help: 'Log files being followed.', registers: [registry], collect() { this.set(gauges.openFiles()); } });
+  // Gauges: a file whose permissions are fixed is read after all and leaves the count.
+  new prom.Gauge({ name: 'jobharvest_sidecar_unreadable_files', help: 'Log files and directories that exist but cannot be opened.', registers: [registry], collect() { this.set(stats.unreadableFiles); } });
+  new prom.Gauge({ name: 'jobharvest_sidecar_unreadable_bytes', help: 'Size of the log files that cannot be opened.', registers: [registry], collect() { this.set(stats.unreadableBytes); } });
   const server = http.createServer((req, res) => {
     if (req.url !== '/metrics') {
       res.writeHead(404).end();

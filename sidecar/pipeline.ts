@@ -12,12 +12,14 @@ import { SINK_MODULES } from './sinks/registry.ts';
 import type { Sink, SinkContext } from './sinks/types.ts';
 import type { LogSource } from './log-source.ts';
 import { NodeSource, type SourceOptions } from './source.ts';
+import { outcomeOf, type Outcome } from './outcome.ts';
 import { newStats, type Stats } from './stats.ts';
 import { HttpClient } from './transport.ts';
 
 export const CHECKPOINT_INTERVAL_MS = 1000;
 
 export interface Summary {
+  readonly outcome: Outcome;
   readonly lines_read: number;
   readonly lines_shipped: number;
   readonly bytes_shipped: number;
@@ -26,6 +28,8 @@ export interface Summary {
   readonly lines_dead_lettered: number;
   readonly lines_unsent: number;
   readonly unread_bytes: number;
+  readonly unreadable_files: number;
+  readonly unreadable_bytes: number;
   readonly malformed_lines: number;
   readonly truncated_records: number;
   readonly files: number;
@@ -224,7 +228,7 @@ export class Pipeline {
     this.http?.close();
     await this.metrics?.close();
     const s = this.stats;
-    return {
+    const counts = {
       lines_read: s.linesRead,
       lines_shipped: s.linesShipped,
       bytes_shipped: s.bytesShipped,
@@ -233,6 +237,8 @@ export class Pipeline {
       lines_dead_lettered: s.linesDeadLettered,
       lines_unsent: s.linesUnsent,
       unread_bytes: unread,
+      unreadable_files: s.unreadableFiles,
+      unreadable_bytes: s.unreadableBytes,
       malformed_lines: s.malformed,
       truncated_records: s.truncated,
       files: s.filesOpened,
@@ -240,5 +246,7 @@ export class Pipeline {
       drain_ms: Date.now() - started,
       deadline_hit: deadlineHit,
     };
+    // First in the line: the one word to look for.
+    return { outcome: outcomeOf(counts), ...counts };
   }
 }

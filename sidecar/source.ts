@@ -14,6 +14,7 @@ import { log } from './log.ts';
 import { fileKey, idPrefix, type LogRecord } from './record.ts';
 import type { Stats } from './stats.ts';
 import { OPEN_LOG_FLAGS, SkippedSymlinks } from './symlinks.ts';
+import { UnreadableFiles } from './unreadable.ts';
 import { GzTail, PlainTail, type FileState, type Identified, type Tail, type TailEnv } from './tail.ts';
 
 /**
@@ -70,10 +71,12 @@ export class NodeSource implements LogSource {
   private loopDone: Promise<void> | undefined;
   private scans = 0;
   private readonly symlinks: SkippedSymlinks;
+  private readonly unreadable: UnreadableFiles;
 
   constructor(private readonly opts: SourceOptions) {
     const cfg = opts.config;
     this.symlinks = new SkippedSymlinks(opts.stats);
+    this.unreadable = new UnreadableFiles(opts.stats);
     this.env = {
       maxRecordBytes: cfg.maxRecordBytes,
       pollMs: cfg.pollMs,
@@ -288,9 +291,10 @@ export class NodeSource implements LogSource {
       for (const d of entries) if (d.isSymbolicLink()) this.symlinks.skip(path.join(logDir, d.name));
       dirs = entries.filter((d) => d.isDirectory() && d.name !== selfContainer).map((d) => d.name);
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') await this.unreadable.note(logDir, err);
       return;
     }
+    this.unreadable.readable(logDir);
     const present = new Set<string>();
     for (const container of dirs) {
       const dir = path.join(logDir, container);
@@ -298,7 +302,9 @@ export class NodeSource implements LogSource {
       let names: string[];
       try {
         names = await readdir(dir);
-      } catch {
+        this.unreadable.readable(dir);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') await this.unreadable.note(dir, err);
         continue;
       }
       const parsed = names.map((n) => ({ n, p: parseLogName(n) })).filter((x): x is { n: string; p: LogFileName } => x.p !== undefined);
@@ -310,10 +316,11 @@ export class NodeSource implements LogSource {
         try {
           const key = await this.consider(path.join(dir, n), container, p);
           if (key) present.add(key);
+          this.unreadable.readable(path.join(dir, n));
         } catch (err) {
           const code = (err as NodeJS.ErrnoException).code;
           if (code === 'ELOOP') this.symlinks.skip(path.join(dir, n));
-          else if (code !== 'ENOENT') log.warn('could not open a log file', { path: path.join(dir, n), error: err });
+          else if (code !== 'ENOENT') await this.unreadable.note(path.join(dir, n), err);
         }
       }
     }

@@ -16,6 +16,9 @@ export interface Stats {
   filesReleased: number;
   checkpointWrites: number;
   symlinksSkipped: number;
+  /** Files and directories that exist but cannot be opened, and the bytes of those files. */
+  unreadableFiles: number;
+  unreadableBytes: number;
 }
 
 export function newStats(): Stats {
@@ -34,5 +37,7 @@ export function newStats(): Stats {
     filesReleased: 0,
     checkpointWrites: 0,
     symlinksSkipped: 0,
+    unreadableFiles: 0,
+    unreadableBytes: 0,
   };
 }
