@@ -2,6 +2,7 @@
 // settings object, collecting every problem so that a bad pod spec fails with
 // one clear line instead of a crash somewhere deep in the pipeline.
 import { ENV, MODES, SINKS, type EnvKey, type SinkType, type SourceMode } from '../src/contract/env.ts';
+import { DEFAULT_DEAD_LETTER_MAX_BYTES } from './deadletter.ts';
 import { INCOMPLETE_EXIT_CODE } from './outcome.ts';
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
@@ -63,6 +64,8 @@ export interface Config {
   readonly logLevel: LogLevel;
   /** Exit code of a drain that did not deliver everything. */
   readonly failureExitCode: number;
+  /** Cap on the dead-letter file in the state volume. */
+  readonly deadLetterMaxBytes: number;
   /** Set in api mode only. */
   readonly kube?: KubeSettings;
 }
@@ -134,6 +137,12 @@ export const SIDECAR_ENV = {
     source: 'settings',
     default: String(INCOMPLETE_EXIT_CODE),
     description: 'Exit code (1-255) when the drain ends with lines not delivered (outcome=incomplete); 0 when everything was delivered.',
+  },
+  DEAD_LETTER_MAX_BYTES: {
+    name: 'JOBHARVEST_DEAD_LETTER_MAX_BYTES',
+    source: 'settings',
+    default: String(DEFAULT_DEAD_LETTER_MAX_BYTES),
+    description: 'Cap on the dead-letter file (0 to 1 GiB); keep it well below the state volume sizeLimit. Records beyond it are counted (dead_letter_overflow_lines), not written.',
   },
 } as const;
 
@@ -239,6 +248,7 @@ export function loadConfig(env: Env): Config {
     requestTimeoutMs: r.int('REQUEST_TIMEOUT_MS', 100, 3_600_000),
     logLevel: r.oneOf<LogLevel>('LOG_LEVEL', ['debug', 'info', 'warn', 'error']),
     failureExitCode: localInt(env, SIDECAR_ENV.FAILURE_EXIT_CODE, 1, 255, r.problems),
+    deadLetterMaxBytes: localInt(env, SIDECAR_ENV.DEAD_LETTER_MAX_BYTES, 0, 1024 * 1024 * 1024, r.problems),
   };
   const kube = cfg.mode === 'api' ? kubeSettings(r, env) : undefined;
   if (r.problems.length > 0) throw new ConfigError(r.problems);

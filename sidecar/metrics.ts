@@ -21,6 +21,8 @@ const COUNTERS: ReadonlyArray<readonly [keyof Stats, string, string]> = [
   ['malformed', 'jobharvest_sidecar_malformed_lines_total', 'Lines that were not CRI, forwarded raw.'],
   ['truncated', 'jobharvest_sidecar_truncated_records_total', 'Records cut at the size cap.'],
   ['checkpointWrites', 'jobharvest_sidecar_checkpoint_writes_total', 'Checkpoint files written.'],
+  ['deadLetterOverflowLines', 'jobharvest_sidecar_dead_letter_overflow_total', 'Dead-lettered or unsent records not written because the dead-letter file reached its cap.'],
+  ['deadLetterOverflowBytes', 'jobharvest_sidecar_dead_letter_overflow_bytes_total', 'Log file bytes of the records not written because the dead-letter file reached its cap.'],
   ['symlinksSkipped', 'jobharvest_sidecar_symlinks_skipped_total', 'Symlinks in the pod log directory, skipped rather than followed.'],
 ];
 

@@ -27,6 +27,8 @@ export interface Summary {
   readonly retries: number;
   readonly lines_dead_lettered: number;
   readonly lines_unsent: number;
+  readonly dead_letter_overflow_lines: number;
+  readonly dead_letter_overflow_bytes: number;
   readonly unread_bytes: number;
   readonly unreadable_files: number;
   readonly unreadable_bytes: number;
@@ -78,7 +80,7 @@ export class Pipeline {
     private readonly options: PipelineOptions = {},
   ) {
     this.store = new CheckpointStore(config.stateDir, config.identity.podUid);
-    this.deadLetter = new DeadLetter(config.stateDir, config.identity);
+    this.deadLetter = new DeadLetter(config.stateDir, config.identity, this.stats, config.deadLetterMaxBytes);
   }
 
   async start(): Promise<void> {
@@ -236,6 +238,8 @@ export class Pipeline {
       retries: s.retries,
       lines_dead_lettered: s.linesDeadLettered,
       lines_unsent: s.linesUnsent,
+      dead_letter_overflow_lines: s.deadLetterOverflowLines,
+      dead_letter_overflow_bytes: s.deadLetterOverflowBytes,
       unread_bytes: unread,
       unreadable_files: s.unreadableFiles,
       unreadable_bytes: s.unreadableBytes,

@@ -19,6 +19,9 @@ export interface Stats {
   /** Files and directories that exist but cannot be opened, and the bytes of those files. */
   unreadableFiles: number;
   unreadableBytes: number;
+  /** Dead-lettered or unsent records that did not fit under the dead-letter file's cap, and their log bytes. */
+  deadLetterOverflowLines: number;
+  deadLetterOverflowBytes: number;
 }
 
 export function newStats(): Stats {
@@ -39,5 +42,7 @@ export function newStats(): Stats {
     symlinksSkipped: 0,
     unreadableFiles: 0,
     unreadableBytes: 0,
+    deadLetterOverflowLines: 0,
+    deadLetterOverflowBytes: 0,
   };
 }
