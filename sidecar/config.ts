@@ -3,6 +3,8 @@
 // one clear line instead of a crash somewhere deep in the pipeline.
 import { isEndpointScheme } from '../src/contract/endpoint.ts';
 import { ENV, MODES, SINKS, type EnvKey, type SinkType, type SourceMode } from '../src/contract/env.ts';
+import { DEFAULT_DEAD_LETTER_MAX_BYTES } from './delivery/deadletter.ts';
+import { INCOMPLETE_EXIT_CODE } from './outcome.ts';
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 export type OtlpEncoding = 'protobuf' | 'json';
@@ -61,6 +63,10 @@ export interface Config {
   readonly pollMs: number;
   readonly requestTimeoutMs: number;
   readonly logLevel: LogLevel;
+  /** Exit code of a drain that did not deliver everything. */
+  readonly failureExitCode: number;
+  /** Cap on the dead-letter file in the state volume. */
+  readonly deadLetterMaxBytes: number;
   /** Set in api mode only. */
   readonly kube?: KubeSettings;
 }
@@ -119,6 +125,38 @@ class Reader {
     this.problems.push(`${ENV[key].name} must be one of ${allowed.join(', ')}, got '${v}'`);
     return allowed[0] as T;
   }
+}
+
+/**
+ * Settings only the sidecar reads, kept here until they join the contract in
+ * src/contract/env.ts (same shape, so they move over as they are). The webhook
+ * does not set them; a pod spec may.
+ */
+export const SIDECAR_ENV = {
+  FAILURE_EXIT_CODE: {
+    name: 'JOBHARVEST_FAILURE_EXIT_CODE',
+    source: 'settings',
+    default: String(INCOMPLETE_EXIT_CODE),
+    description: 'Exit code (1-255) when the drain ends with lines not delivered (outcome=incomplete); 0 when everything was delivered.',
+  },
+  DEAD_LETTER_MAX_BYTES: {
+    name: 'JOBHARVEST_DEAD_LETTER_MAX_BYTES',
+    source: 'settings',
+    default: String(DEFAULT_DEAD_LETTER_MAX_BYTES),
+    description: 'Cap on the dead-letter file (0 to 1 GiB); keep it well below the state volume sizeLimit. Records beyond it are counted (dead_letter_overflow_lines), not written.',
+  },
+} as const;
+
+type LocalSpec = { readonly name: string; readonly default: string };
+
+function localInt(env: Env, spec: LocalSpec, min: number, max: number, problems: string[]): number {
+  const v = env[spec.name]?.trim() || spec.default;
+  const n = /^\d+$/.test(v) ? Number(v) : NaN;
+  if (!Number.isSafeInteger(n) || n < min || n > max) {
+    problems.push(`${spec.name} must be an integer from ${min} to ${max}, got '${v}'`);
+    return Number(spec.default);
+  }
+  return n;
 }
 
 /** Header names and values go on the wire as given; reject what Node would throw on later. */
@@ -210,6 +248,8 @@ export function loadConfig(env: Env): Config {
     pollMs: r.int('POLL_MS', 10, 1000),
     requestTimeoutMs: r.int('REQUEST_TIMEOUT_MS', 100, 3_600_000),
     logLevel: r.oneOf<LogLevel>('LOG_LEVEL', ['debug', 'info', 'warn', 'error']),
+    failureExitCode: localInt(env, SIDECAR_ENV.FAILURE_EXIT_CODE, 1, 255, r.problems),
+    deadLetterMaxBytes: localInt(env, SIDECAR_ENV.DEAD_LETTER_MAX_BYTES, 0, 1024 * 1024 * 1024, r.problems),
   };
   const kube = cfg.mode === 'api' ? kubeSettings(r, env) : undefined;
   if (r.problems.length > 0) throw new ConfigError(r.problems);
@@ -256,7 +296,7 @@ export function usage(): string {
     'All settings come from environment variables:',
     '',
   ];
-  for (const spec of Object.values(ENV) as Array<{ name: string; source: string; default?: string; description: string }>) {
+  for (const spec of [...Object.values(ENV), ...Object.values(SIDECAR_ENV)] as Array<{ name: string; source: string; default?: string; description: string }>) {
     const def = spec.default !== undefined ? ` (default: ${spec.default === '' ? '""' : spec.default})` : '';
     const src = spec.source === 'secret' ? ' [secret]' : spec.source === 'downward' ? ' [downward API]' : '';
     lines.push(`  ${spec.name}${src}${def}`, `      ${spec.description}`);

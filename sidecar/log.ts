@@ -1,6 +1,7 @@
 // Structured JSON lines on stderr. stdout is left to the stdout sink, so that
 // shipped records and the sidecar's own diagnostics never mix.
 import type { LogLevel } from './config.ts';
+import { redactUrl as redact, redactUrlsIn } from './redact.ts';
 
 const ORDER: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
 
@@ -35,18 +36,15 @@ export class Logger {
   private emit(level: LogLevel, msg: string, fields?: Fields): void {
     if (ORDER[level] < this.min) return;
     const entry = { time: new Date().toISOString(), level, msg, ...fields };
-    this.write(JSON.stringify(entry, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v instanceof Error ? v.message : v)) + '\n');
+    // Error messages and fields may quote an endpoint; no line leaves with its credentials.
+    this.write(redactUrlsIn(JSON.stringify(entry, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v instanceof Error ? v.message : v))) + '\n');
   }
 }
 
 /** One logger for the process; tests swap its writer. */
 export const log = new Logger();
 
-/** Endpoints may carry user:password; never let that reach a log line. */
+/** Endpoints may carry user:password or a token in the query; never let either reach a log line. */
 export function redactUrl(url: URL | undefined): string | undefined {
-  if (!url) return undefined;
-  const copy = new URL(url.href);
-  if (copy.username) copy.username = 'REDACTED';
-  if (copy.password) copy.password = 'REDACTED';
-  return copy.href;
+  return redact(url);
 }

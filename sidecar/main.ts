@@ -2,6 +2,7 @@
 // pipeline until SIGTERM, then the drain and one summary line.
 import { ConfigError, loadConfig, usage } from './config.ts';
 import { log } from './log.ts';
+import { exitCodeOf } from './outcome.ts';
 import { Pipeline } from './pipeline.ts';
 import { markStarted, waitStarted } from './started.ts';
 
@@ -29,7 +30,7 @@ async function main(argv: readonly string[]): Promise<void> {
     p.drain().then(
       (summary) => {
         log.info('summary', { ...summary });
-        process.exit(0);
+        process.exit(exitCodeOf(summary.outcome, p.config.failureExitCode));
       },
       (err: unknown) => {
         log.error('drain failed', { error: err });

@@ -21,6 +21,9 @@ const COUNTERS: ReadonlyArray<readonly [keyof Stats, string, string]> = [
   ['malformed', 'jobharvest_sidecar_malformed_lines_total', 'Lines that were not CRI, forwarded raw.'],
   ['truncated', 'jobharvest_sidecar_truncated_records_total', 'Records cut at the size cap.'],
   ['checkpointWrites', 'jobharvest_sidecar_checkpoint_writes_total', 'Checkpoint files written.'],
+  ['deadLetterOverflowLines', 'jobharvest_sidecar_dead_letter_overflow_total', 'Dead-lettered or unsent records not written because the dead-letter file reached its cap.'],
+  ['deadLetterOverflowBytes', 'jobharvest_sidecar_dead_letter_overflow_bytes_total', 'Log file bytes of the records not written because the dead-letter file reached its cap.'],
+  ['symlinksSkipped', 'jobharvest_sidecar_symlinks_skipped_total', 'Symlinks in the pod log directory, skipped rather than followed.'],
 ];
 
 export async function startMetrics(port: number, stats: Stats, gauges: MetricsGauges): Promise<{ close(): Promise<void> }> {
@@ -41,6 +44,9 @@ export async function startMetrics(port: number, stats: Stats, gauges: MetricsGa
   }
   new prom.Gauge({ name: 'jobharvest_sidecar_requests_in_flight', help: 'Batches being delivered.', registers: [registry], collect() { this.set(gauges.inFlight()); } });
   new prom.Gauge({ name: 'jobharvest_sidecar_open_files', help: 'Log files being followed.', registers: [registry], collect() { this.set(gauges.openFiles()); } });
+  // Gauges: a file whose permissions are fixed is read after all and leaves the count.
+  new prom.Gauge({ name: 'jobharvest_sidecar_unreadable_files', help: 'Log files and directories that exist but cannot be opened.', registers: [registry], collect() { this.set(stats.unreadableFiles); } });
+  new prom.Gauge({ name: 'jobharvest_sidecar_unreadable_bytes', help: 'Size of the log files that cannot be opened.', registers: [registry], collect() { this.set(stats.unreadableBytes); } });
   const server = http.createServer((req, res) => {
     if (req.url !== '/metrics') {
       res.writeHead(404).end();

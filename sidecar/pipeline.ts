@@ -12,12 +12,14 @@ import { SINK_MODULES } from './sinks/registry.ts';
 import type { Sink, SinkContext } from './sinks/types.ts';
 import type { LogSource, SourceOptions } from './sources/source.ts';
 import { NodeSource } from './sources/node/node-source.ts';
+import { outcomeOf, type Outcome } from './outcome.ts';
 import { newStats, type Stats } from './stats.ts';
 import { HttpClient } from './sinks/http/client.ts';
 
 export const CHECKPOINT_INTERVAL_MS = 1000;
 
 export interface Summary {
+  readonly outcome: Outcome;
   readonly lines_read: number;
   readonly lines_shipped: number;
   readonly bytes_shipped: number;
@@ -25,10 +27,15 @@ export interface Summary {
   readonly retries: number;
   readonly lines_dead_lettered: number;
   readonly lines_unsent: number;
+  readonly dead_letter_overflow_lines: number;
+  readonly dead_letter_overflow_bytes: number;
   readonly unread_bytes: number;
+  readonly unreadable_files: number;
+  readonly unreadable_bytes: number;
   readonly malformed_lines: number;
   readonly truncated_records: number;
   readonly files: number;
+  readonly symlinks_skipped: number;
   readonly drain_ms: number;
   readonly deadline_hit: boolean;
 }
@@ -73,7 +80,7 @@ export class Pipeline {
     private readonly options: PipelineOptions = {},
   ) {
     this.store = new CheckpointStore(config.stateDir, config.identity.podUid);
-    this.deadLetter = new DeadLetter(config.stateDir, config.identity);
+    this.deadLetter = new DeadLetter(config.stateDir, config.identity, this.stats, config.deadLetterMaxBytes);
   }
 
   async start(): Promise<void> {
@@ -225,7 +232,7 @@ export class Pipeline {
     this.http?.close();
     await this.metrics?.close();
     const s = this.stats;
-    return {
+    const counts = {
       lines_read: s.linesRead,
       lines_shipped: s.linesShipped,
       bytes_shipped: s.bytesShipped,
@@ -233,12 +240,19 @@ export class Pipeline {
       retries: s.retries,
       lines_dead_lettered: s.linesDeadLettered,
       lines_unsent: s.linesUnsent,
+      dead_letter_overflow_lines: s.deadLetterOverflowLines,
+      dead_letter_overflow_bytes: s.deadLetterOverflowBytes,
       unread_bytes: unread,
+      unreadable_files: s.unreadableFiles,
+      unreadable_bytes: s.unreadableBytes,
       malformed_lines: s.malformed,
       truncated_records: s.truncated,
       files: s.filesOpened,
+      symlinks_skipped: s.symlinksSkipped,
       drain_ms: Date.now() - started,
       deadline_hit: deadlineHit,
     };
+    // First in the line: the one word to look for.
+    return { outcome: outcomeOf(counts), ...counts };
   }
 }

@@ -15,6 +15,13 @@ export interface Stats {
   filesOpened: number;
   filesReleased: number;
   checkpointWrites: number;
+  symlinksSkipped: number;
+  /** Files and directories that exist but cannot be opened, and the bytes of those files. */
+  unreadableFiles: number;
+  unreadableBytes: number;
+  /** Dead-lettered or unsent records that did not fit under the dead-letter file's cap, and their log bytes. */
+  deadLetterOverflowLines: number;
+  deadLetterOverflowBytes: number;
 }
 
 export function newStats(): Stats {
@@ -32,5 +39,10 @@ export function newStats(): Stats {
     filesOpened: 0,
     filesReleased: 0,
     checkpointWrites: 0,
+    symlinksSkipped: 0,
+    unreadableFiles: 0,
+    unreadableBytes: 0,
+    deadLetterOverflowLines: 0,
+    deadLetterOverflowBytes: 0,
   };
 }

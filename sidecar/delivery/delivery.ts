@@ -8,6 +8,7 @@ import type { Batch } from './batcher.ts';
 import type { DeadLetter, DeadLetterEntry } from './deadletter.ts';
 import { log } from '../log.ts';
 import type { LogRecord } from '../records/record.ts';
+import { isRequestBuildError } from '../sinks/request-error.ts';
 import type { SendResult, Sink } from '../sinks/types.ts';
 import type { Stats } from '../stats.ts';
 
@@ -157,7 +158,7 @@ export class Delivery {
       try {
         res = await this.sink.send(pending, signal);
       } catch (err) {
-        res = { kind: 'retry', reason: err instanceof Error ? err.message : String(err) };
+        res = isRequestBuildError(err) ? { kind: 'fail', reason: err.message } : { kind: 'retry', reason: err instanceof Error ? err.message : String(err) };
       }
       if (signal.aborted && res.kind !== 'ok') return pending;
       switch (res.kind) {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ENV } from '../../src/contract/env.ts';
-import { ConfigError, loadConfig, usage } from '../config.ts';
+import { ConfigError, loadConfig, SIDECAR_ENV, usage } from '../config.ts';
 import { testConfig } from './helpers.ts';
 
 describe('config', () => {
@@ -42,5 +42,10 @@ describe('config', () => {
   it('usage lists every variable of the contract', () => {
     const text = usage();
     for (const spec of Object.values(ENV)) expect(text).toContain(spec.name);
+  });
+
+  it('usage lists the settings only the sidecar reads', () => {
+    const text = usage();
+    for (const spec of Object.values(SIDECAR_ENV)) expect(text).toContain(spec.name);
   });
 });

@@ -1,4 +1,4 @@
-import { appendFile, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { appendFile, mkdir, readFile, stat, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -55,14 +55,33 @@ async function setup(env: Record<string, string> = {}, server?: NdjsonReceiver) 
     await p.start();
     return p;
   };
+  /** One entry per record, with the reason of the batch header line it follows. */
   const deadLetters = async () => {
+    let text: string;
     try {
-      return (await readFile(path.join(stateDir, DEAD_LETTER_FILE), 'utf8')).trim().split('\n').filter(Boolean).map((l) => JSON.parse(l) as { reason: string; status?: number; record: Doc });
+      text = await readFile(path.join(stateDir, DEAD_LETTER_FILE), 'utf8');
     } catch {
       return [];
     }
+    const out: Array<{ reason: string; status?: number; record: Doc }> = [];
+    let head: { reason: string; status?: number; records: number } | undefined;
+    let left = 0;
+    for (const l of text.split('\n').filter(Boolean)) {
+      const o = JSON.parse(l) as { reason?: string; status?: number; records?: number; record?: Doc };
+      if (o.record === undefined) {
+        expect(left, 'a header line only after all records of the previous one').toBe(0);
+        head = o as typeof head;
+        left = head!.records;
+        continue;
+      }
+      expect(left, 'a record line belongs to a header line').toBeGreaterThan(0);
+      left--;
+      out.push({ reason: head!.reason, ...(head!.status !== undefined ? { status: head!.status } : {}), record: o.record });
+    }
+    expect(left, 'every record a header announces follows it').toBe(0);
+    return out;
   };
-  return { srv, logDir, stateDir, log: path.join(logDir, 'main', '0.log'), start, deadLetters };
+  return { srv, logDir, stateDir, log: path.join(logDir, 'main', '0.log'), deadLetterFile: path.join(stateDir, DEAD_LETTER_FILE), start, deadLetters };
 }
 
 describe('pipeline against a fake HTTP server', () => {
@@ -207,5 +226,96 @@ describe('pipeline against a fake HTTP server', () => {
     const summary = await p.drain();
     expect(t.srv.accepted.map((d) => d.message)).toEqual(range(0, 600));
     expect(summary.retries).toBeGreaterThan(0);
+  });
+  it.each([
+    ['a Loki tenant', { JOBHARVEST_SINK: 'loki', JOBHARVEST_LOKI_TENANT: '团队' }],
+    ['a header value', { JOBHARVEST_HEADERS: 'x-team=团队' }],
+  ])('dead-letters at once, without retries, a batch whose request cannot be built (%s no HTTP header can carry)', async (_what, env) => {
+    const t = await setup({ JOBHARVEST_DRAIN_SECONDS: '5', ...env });
+    await writeFile(t.log, lines(0, 30));
+    const p = await t.start();
+    await waitFor(() => p.stats.linesDeadLettered >= 30, 'the batch to be dead-lettered', 3000);
+    const summary = await p.drain();
+    expect(t.srv.requests).toBe(0);
+    expect(summary).toMatchObject({ retries: 0, lines_shipped: 0, lines_dead_lettered: 30, lines_unsent: 0, deadline_hit: false });
+    const dl = await t.deadLetters();
+    expect(dl.map((d) => d.record.message).sort()).toEqual(range(0, 30).sort());
+    expect(dl.every((d) => d.reason.includes('ERR_INVALID_CHAR'))).toBe(true);
+  });
+  it('never follows a symlink: a linked log file or container directory is skipped and counted', async () => {
+    const t = await setup();
+    // Secrets elsewhere on the node, in CRI form so that a followed link would ship them.
+    const outside = path.join(t.stateDir, '..', 'outside');
+    await mkdir(path.join(outside, 'dir'), { recursive: true });
+    await writeFile(path.join(outside, 'environ'), cri(TS(0), 'stdout', 'F', 'TOKEN=secret-file'));
+    await writeFile(path.join(outside, 'dir', '0.log'), cri(TS(0), 'stdout', 'F', 'TOKEN=secret-dir'));
+    await writeFile(t.log, lines(0, 5));
+    await symlink(path.join(outside, 'environ'), path.join(t.logDir, 'main', '1.log'));
+    await symlink(path.join(outside, 'dir'), path.join(t.logDir, 'linked'));
+    const p = await t.start();
+    await waitFor(() => t.srv.accepted.length >= 5, 'the real file');
+    const summary = await p.drain();
+    expect(t.srv.accepted.map((d) => d.message)).toEqual(range(0, 5));
+    expect(summary).toMatchObject({ lines_read: 5, files: 1, symlinks_skipped: 2 });
+  });
+  // A ~190-byte answer, as an auth gateway gives to an expired token.
+  const BODY_401 = JSON.stringify({ error: 'unauthorized', message: 'The bearer token presented has expired or is not valid for this tenant; request a new token.', code: 'AUTH-401', id: '4f9c2a' });
+
+  it('writes the reason of a refused batch once, not once per record', async () => {
+    const t = await setup({ JOBHARVEST_BATCH_MAX_RECORDS: '100' });
+    t.srv.handler = (_docs, _req, res) => {
+      res.writeHead(401).end(BODY_401);
+      return false;
+    };
+    await writeFile(t.log, lines(0, 300));
+    const p = await t.start();
+    const summary = await p.drain();
+    expect(summary).toMatchObject({ outcome: 'incomplete', lines_dead_lettered: 300, dead_letter_overflow_lines: 0 });
+    const dl = await t.deadLetters();
+    expect(dl.map((d) => d.record.message).sort()).toEqual(range(0, 300).sort());
+    expect(dl.every((d) => d.status === 401 && d.reason.includes('expired'))).toBe(true);
+    const text = await readFile(t.deadLetterFile, 'utf8');
+    // One header per refused request (3 batches of 100, fewer if coalesced differently).
+    expect(text.split('AUTH-401').length - 1).toBe(summary.requests);
+    expect(summary.requests).toBeLessThanOrEqual(3);
+  });
+
+  it('caps the dead-letter file and counts what does not fit', async () => {
+    const cap = 8192;
+    const t = await setup({ JOBHARVEST_BATCH_MAX_RECORDS: '50', JOBHARVEST_DEAD_LETTER_MAX_BYTES: String(cap) });
+    t.srv.handler = (_docs, _req, res) => {
+      res.writeHead(401).end(BODY_401);
+      return false;
+    };
+    await writeFile(t.log, lines(0, 400));
+    const p = await t.start();
+    const summary = await p.drain();
+    const size = (await stat(t.deadLetterFile)).size;
+    expect(size).toBeLessThanOrEqual(cap);
+    expect(size).toBeGreaterThan(cap / 2);
+    const dl = await t.deadLetters();
+    expect(dl.length).toBeGreaterThan(0);
+    expect(summary).toMatchObject({ lines_dead_lettered: 400, dead_letter_overflow_lines: 400 - dl.length, outcome: 'incomplete' });
+    const written = new Set(dl.map((d) => d.record.message));
+    const lostBytes = range(0, 400)
+      .map((m, i) => (written.has(m) ? 0 : Buffer.byteLength(cri(TS(i), i % 2 ? 'stderr' : 'stdout', 'F', m))))
+      .reduce((a, b) => a + b, 0);
+    expect(summary.dead_letter_overflow_bytes).toBe(lostBytes);
+  });
+
+  it('counts a dead-letter file left by an earlier run against the cap', async () => {
+    const cap = 4096;
+    const t = await setup({ JOBHARVEST_DEAD_LETTER_MAX_BYTES: String(cap) });
+    await mkdir(t.stateDir, { recursive: true });
+    await writeFile(t.deadLetterFile, 'x'.repeat(cap - 100) + '\n');
+    t.srv.handler = (_docs, _req, res) => {
+      res.writeHead(400).end('{"error":"mapping"}');
+      return false;
+    };
+    await writeFile(t.log, lines(0, 20));
+    const p = await t.start();
+    const summary = await p.drain();
+    expect((await stat(t.deadLetterFile)).size).toBe(cap - 99);
+    expect(summary).toMatchObject({ lines_dead_lettered: 20, dead_letter_overflow_lines: 20 });
   });
 });

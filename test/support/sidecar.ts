@@ -57,6 +57,11 @@ export interface SidecarOptions {
   settings?: Partial<Record<EnvKey, string>>;
   /** Pin the process to these CPUs with taskset (e.g. "0"). */
   cpus?: string;
+  /** Run as this user and group (a non-root container), e.g. 65534. */
+  uid?: number;
+  gid?: number;
+  /** Variables outside the contract, as a pod spec may set them. */
+  extraEnv?: Record<string, string>;
 }
 
 /** The sidecar's exit summary; the field names are the sidecar's. */
@@ -86,12 +91,13 @@ export class SidecarProcess {
     set('SINK', opts.sink);
     set('ENDPOINT', opts.endpoint);
     for (const [k, v] of Object.entries(opts.settings ?? {})) set(k as EnvKey, v);
+    Object.assign(env, opts.extraEnv);
     // The node flags the webhook injects (config sidecar.args), so tests and the
     // bench run the sidecar exactly as a pod does.
     const nodeFlags = defaultConfig().sidecar.args.filter((a) => a.startsWith('--'));
     const cmd = opts.cpus ? 'taskset' : process.execPath;
     const args = opts.cpus ? ['-c', opts.cpus, process.execPath, ...nodeFlags, bundle] : [...nodeFlags, bundle];
-    const child = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'], uid: opts.uid, gid: opts.gid });
     track(child);
     const p = new SidecarProcess(child);
     lines(child.stdout, p.stdout);

@@ -7,6 +7,7 @@ import http, { type IncomingHttpHeaders } from 'node:http';
 import type https from 'node:https';
 import zlib from 'node:zlib';
 import { ConfigError, type Config } from '../../config.ts';
+import { buildRequest } from '../request-error.ts';
 import { ENV } from '../../../src/contract/env.ts';
 
 export interface HttpResponse {
@@ -69,7 +70,7 @@ export class HttpClient {
     this.timeoutMs = cfg.requestTimeoutMs;
   }
 
-  /** Throws on network errors and timeouts (callers retry those); resolves with any HTTP answer. */
+  /** Throws on network errors and timeouts (callers retry those), and a RequestBuildError (permanent); resolves with any HTTP answer. */
   async post(url: URL, body: Buffer | string, opts: PostOptions): Promise<HttpResponse> {
     let payload = typeof body === 'string' ? Buffer.from(body) : body;
     const headers: Record<string, string> = { ...this.baseHeaders, 'content-type': opts.contentType, ...opts.headers };
@@ -85,12 +86,14 @@ export class HttpClient {
     headers['content-length'] = String(payload.length);
     const tls = url.protocol === 'https:' ? await this.https() : undefined;
     return new Promise<HttpResponse>((resolve, reject) => {
-      const req = (tls ? tls.https : http).request(url, {
-        method: 'POST',
-        headers,
-        agent: tls ? tls.agent : this.httpAgent,
-        signal: opts.signal,
-      });
+      const req = buildRequest(() =>
+        (tls ? tls.https : http).request(url, {
+          method: 'POST',
+          headers,
+          agent: tls ? tls.agent : this.httpAgent,
+          signal: opts.signal,
+        }),
+      );
       req.setTimeout(this.timeoutMs, () => req.destroy(new Error(`no answer within ${this.timeoutMs} ms`)));
       req.on('error', reject);
       req.on('response', (res) => {

@@ -1,5 +1,6 @@
 // Maps an HTTP exchange onto the delivery result every HTTP sink shares.
 import { isRetryableStatus, parseRetryAfter } from '../../delivery/backoff.ts';
+import { isRequestBuildError } from '../request-error.ts';
 import type { HttpResponse } from './client.ts';
 import type { SendResult } from '../types.ts';
 
@@ -16,12 +17,13 @@ export function classify(res: HttpResponse): SendResult {
   return { kind: 'fail', reason: describe(res), status: s };
 }
 
-/** Runs one request; network errors and timeouts become retries. */
+/** Runs one request; network errors and timeouts become retries, errors building it a permanent failure. */
 export async function attempt(run: () => Promise<HttpResponse>): Promise<{ result: SendResult; response?: HttpResponse }> {
   try {
     const response = await run();
     return { result: classify(response), response };
   } catch (err) {
+    if (isRequestBuildError(err)) return { result: { kind: 'fail', reason: err.message } };
     return { result: { kind: 'retry', reason: `network: ${(err as Error).message}` } };
   }
 }

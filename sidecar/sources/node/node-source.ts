@@ -3,7 +3,7 @@
 // rotation and deletion cannot take it away, and reads them in one loop, a
 // chunk at a time, pausing whenever delivery is saturated.
 import { watch, type FSWatcher } from 'node:fs';
-import { open, readdir, stat } from 'node:fs/promises';
+import { lstat, open, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { FileProgress } from '../../records/progress.ts';
 import type { CheckpointEntry } from '../../delivery/checkpoint.ts';
@@ -11,6 +11,8 @@ import type { LogSource, SourceOptions } from '../source.ts';
 import { gzipFingerprint } from './fingerprint.ts';
 import { log } from '../../log.ts';
 import { fileKey, idPrefix, type LogRecord } from '../../records/record.ts';
+import { OPEN_LOG_FLAGS, SkippedSymlinks } from './symlinks.ts';
+import { UnreadableFiles } from './unreadable.ts';
 import { DONE, GzTail, IDLE, PlainTail, ReadBuffer, type FileState, type Release, type Step, type Tail, type TailOptions } from './tail.ts';
 
 /** Scans in a row a finished file must be absent before its checkpoint entry is dropped. */
@@ -53,9 +55,13 @@ export class NodeSource implements LogSource {
   private stopped = false;
   private loopDone: Promise<void> | undefined;
   private scans = 0;
+  private readonly symlinks: SkippedSymlinks;
+  private readonly unreadable: UnreadableFiles;
 
   constructor(private readonly opts: SourceOptions) {
     const cfg = opts.config;
+    this.symlinks = new SkippedSymlinks(opts.stats);
+    this.unreadable = new UnreadableFiles(opts.stats);
     this.tailOptions = { maxRecordBytes: cfg.maxRecordBytes, pollMs: cfg.pollMs, stats: opts.stats, reads: new ReadBuffer() };
   }
 
@@ -271,11 +277,14 @@ export class NodeSource implements LogSource {
     const { logDir, selfContainer } = this.opts.config;
     let dirs: string[];
     try {
-      dirs = (await readdir(logDir, { withFileTypes: true })).filter((d) => d.isDirectory() && d.name !== selfContainer).map((d) => d.name);
+      const entries = await readdir(logDir, { withFileTypes: true });
+      for (const d of entries) if (d.isSymbolicLink()) this.symlinks.skip(path.join(logDir, d.name));
+      dirs = entries.filter((d) => d.isDirectory() && d.name !== selfContainer).map((d) => d.name);
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') await this.unreadable.note(logDir, err);
       return;
     }
+    this.unreadable.readable(logDir);
     const present = new Set<string>();
     for (const container of dirs) {
       const dir = path.join(logDir, container);
@@ -283,7 +292,9 @@ export class NodeSource implements LogSource {
       let names: string[];
       try {
         names = await readdir(dir);
-      } catch {
+        this.unreadable.readable(dir);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') await this.unreadable.note(dir, err);
         continue;
       }
       const parsed = names.map((n) => ({ n, p: parseLogName(n) })).filter((x): x is { n: string; p: LogFileName } => x.p !== undefined);
@@ -295,9 +306,11 @@ export class NodeSource implements LogSource {
         try {
           const key = await this.consider(path.join(dir, n), container, p);
           if (key) present.add(key);
+          this.unreadable.readable(path.join(dir, n));
         } catch (err) {
           const code = (err as NodeJS.ErrnoException).code;
-          if (code !== 'ENOENT') log.warn('could not open a log file', { path: path.join(dir, n), error: err });
+          if (code === 'ELOOP') this.symlinks.skip(path.join(dir, n));
+          else if (code !== 'ENOENT') await this.unreadable.note(path.join(dir, n), err);
         }
       }
     }
@@ -307,7 +320,8 @@ export class NodeSource implements LogSource {
 
   /** Starts following a file unless it is followed or handled already; returns its checkpoint key when known. */
   private async consider(file: string, container: string, name: LogFileName): Promise<string | undefined> {
-    const st = await stat(file);
+    const st = await lstat(file);
+    if (st.isSymbolicLink()) this.symlinks.skip(file);
     if (!st.isFile()) return undefined;
     const id = `${st.dev}:${st.ino}`;
     const known = this.byInode.get(id);
@@ -318,7 +332,7 @@ export class NodeSource implements LogSource {
     const sig = `${id}:${st.size}:${st.mtimeMs}`;
     const ignoredKey = this.ignored.get(sig);
     if (ignoredKey !== undefined) return ignoredKey;
-    const fh = await open(file, 'r');
+    const fh = await open(file, OPEN_LOG_FLAGS);
     const fst = await fh.stat();
     if (fst.ino !== st.ino || fst.dev !== st.dev) {
       await fh.close();

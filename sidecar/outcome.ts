@@ -1,0 +1,30 @@
+// Whether the sidecar delivered everything it saw, as one word in the summary
+// line and as its exit code. `incomplete` means some lines are not at the log
+// server: unsent, dead-lettered, left unread, or in files it could not open.
+
+/**
+ * Exit code of a drain that ended incomplete (0 when complete). Not 1 (start-up
+ * or drain crash) and not 2 (bad configuration), so the three stay apart.
+ * JOBHARVEST_FAILURE_EXIT_CODE overrides it, e.g. to keep clear of a Job's
+ * podFailurePolicy onExitCodes rule.
+ */
+export const INCOMPLETE_EXIT_CODE = 3;
+
+export type Outcome = 'complete' | 'incomplete';
+
+export interface OutcomeInputs {
+  readonly lines_unsent: number;
+  readonly lines_dead_lettered: number;
+  readonly unread_bytes: number;
+  readonly unreadable_files: number;
+  readonly deadline_hit: boolean;
+}
+
+export function outcomeOf(s: OutcomeInputs): Outcome {
+  const lost = s.lines_unsent > 0 || s.lines_dead_lettered > 0 || s.unread_bytes > 0 || s.unreadable_files > 0 || s.deadline_hit;
+  return lost ? 'incomplete' : 'complete';
+}
+
+export function exitCodeOf(outcome: Outcome, failureExitCode: number): number {
+  return outcome === 'complete' ? 0 : failureExitCode;
+}
