@@ -3,8 +3,6 @@
 // one clear line instead of a crash somewhere deep in the pipeline.
 import { isEndpointScheme } from '../src/contract/endpoint.ts';
 import { ENV, MODES, SINKS, type EnvKey, type SinkType, type SourceMode } from '../src/contract/env.ts';
-import { DEFAULT_DEAD_LETTER_MAX_BYTES } from './delivery/deadletter.ts';
-import { INCOMPLETE_EXIT_CODE } from './outcome.ts';
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 export type OtlpEncoding = 'protobuf' | 'json';
@@ -127,38 +125,6 @@ class Reader {
   }
 }
 
-/**
- * Settings only the sidecar reads, kept here until they join the contract in
- * src/contract/env.ts (same shape, so they move over as they are). The webhook
- * does not set them; a pod spec may.
- */
-export const SIDECAR_ENV = {
-  FAILURE_EXIT_CODE: {
-    name: 'JOBHARVEST_FAILURE_EXIT_CODE',
-    source: 'settings',
-    default: String(INCOMPLETE_EXIT_CODE),
-    description: 'Exit code (1-255) when the drain ends with lines not delivered (outcome=incomplete); 0 when everything was delivered.',
-  },
-  DEAD_LETTER_MAX_BYTES: {
-    name: 'JOBHARVEST_DEAD_LETTER_MAX_BYTES',
-    source: 'settings',
-    default: String(DEFAULT_DEAD_LETTER_MAX_BYTES),
-    description: 'Cap on the dead-letter file (0 to 1 GiB); keep it well below the state volume sizeLimit. Records beyond it are counted (dead_letter_overflow_lines), not written.',
-  },
-} as const;
-
-type LocalSpec = { readonly name: string; readonly default: string };
-
-function localInt(env: Env, spec: LocalSpec, min: number, max: number, problems: string[]): number {
-  const v = env[spec.name]?.trim() || spec.default;
-  const n = /^\d+$/.test(v) ? Number(v) : NaN;
-  if (!Number.isSafeInteger(n) || n < min || n > max) {
-    problems.push(`${spec.name} must be an integer from ${min} to ${max}, got '${v}'`);
-    return Number(spec.default);
-  }
-  return n;
-}
-
 /** Header names and values go on the wire as given; reject what Node would throw on later. */
 function parseHeaders(text: string, problems: string[]): Record<string, string> {
   const out: Record<string, string> = {};
@@ -248,8 +214,8 @@ export function loadConfig(env: Env): Config {
     pollMs: r.int('POLL_MS', 10, 1000),
     requestTimeoutMs: r.int('REQUEST_TIMEOUT_MS', 100, 3_600_000),
     logLevel: r.oneOf<LogLevel>('LOG_LEVEL', ['debug', 'info', 'warn', 'error']),
-    failureExitCode: localInt(env, SIDECAR_ENV.FAILURE_EXIT_CODE, 1, 255, r.problems),
-    deadLetterMaxBytes: localInt(env, SIDECAR_ENV.DEAD_LETTER_MAX_BYTES, 0, 1024 * 1024 * 1024, r.problems),
+    failureExitCode: r.int('FAILURE_EXIT_CODE', 0, 255),
+    deadLetterMaxBytes: r.int('DEAD_LETTER_MAX_BYTES', 0, 1024 * 1024 * 1024),
   };
   const kube = cfg.mode === 'api' ? kubeSettings(r, env) : undefined;
   if (r.problems.length > 0) throw new ConfigError(r.problems);
@@ -296,7 +262,7 @@ export function usage(): string {
     'All settings come from environment variables:',
     '',
   ];
-  for (const spec of [...Object.values(ENV), ...Object.values(SIDECAR_ENV)] as Array<{ name: string; source: string; default?: string; description: string }>) {
+  for (const spec of Object.values(ENV) as Array<{ name: string; source: string; default?: string; description: string }>) {
     const def = spec.default !== undefined ? ` (default: ${spec.default === '' ? '""' : spec.default})` : '';
     const src = spec.source === 'secret' ? ' [secret]' : spec.source === 'downward' ? ' [downward API]' : '';
     lines.push(`  ${spec.name}${src}${def}`, `      ${spec.description}`);

@@ -2,13 +2,20 @@
 // pipeline until SIGTERM, then the drain and one summary line.
 import { ConfigError, loadConfig, usage } from './config.ts';
 import { log } from './log.ts';
-import { exitCodeOf } from './outcome.ts';
+import { ENV } from '../src/contract/env.ts';
+import { exitCodeOf, forcedExitCode } from './outcome.ts';
 import { Pipeline } from './pipeline.ts';
 import { markStarted, waitStarted } from './started.ts';
 
+// A Job whose podFailurePolicy could match the sidecar's exit code gets one from
+// the webhook that none of its rules matches: every non-zero exit uses it then,
+// crashes included, and the reason stays in the log line.
+const forced = forcedExitCode(process.env, ENV.FAILURE_EXIT_CODE.name);
+const exitWith = (code: number): never => process.exit(code === 0 || forced === undefined ? code : forced);
+
 function fail(message: string, code = 2): never {
   log.error(message);
-  process.exit(code);
+  return exitWith(code);
 }
 
 async function main(argv: readonly string[]): Promise<void> {
@@ -34,7 +41,7 @@ async function main(argv: readonly string[]): Promise<void> {
       },
       (err: unknown) => {
         log.error('drain failed', { error: err });
-        process.exit(1);
+        exitWith(1);
       },
     );
   };
@@ -45,6 +52,10 @@ async function main(argv: readonly string[]): Promise<void> {
     log.info('signal received, draining', { signal });
     if (pipeline) drainAndExit(pipeline);
   };
+  if (forced !== undefined) {
+    process.on('uncaughtException', (err) => fail(`uncaught error: ${err.stack ?? err.message}`, 1));
+    process.on('unhandledRejection', (err) => fail(`unhandled rejection: ${String(err)}`, 1));
+  }
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
   markStarted(process.env);

@@ -28,3 +28,16 @@ export function outcomeOf(s: OutcomeInputs): Outcome {
 export function exitCodeOf(outcome: Outcome, failureExitCode: number): number {
   return outcome === 'complete' ? 0 : failureExitCode;
 }
+
+/**
+ * The exit code the webhook chose to keep clear of the Job's podFailurePolicy
+ * rules, read straight from the environment so that it also covers failures
+ * before the configuration is loaded (or when it is invalid). Undefined when
+ * unset or unusable: then the sidecar's own codes (1, 2, 3) apply.
+ */
+export function forcedExitCode(env: NodeJS.ProcessEnv, name: string): number | undefined {
+  const v = env[name]?.trim();
+  if (!v || !/^\d{1,3}$/.test(v)) return undefined;
+  const n = Number(v);
+  return n <= 255 ? n : undefined;
+}

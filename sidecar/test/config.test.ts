@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { ENV } from '../../src/contract/env.ts';
-import { ConfigError, loadConfig, SIDECAR_ENV, usage } from '../config.ts';
+import { ConfigError, loadConfig, usage } from '../config.ts';
+import { DEFAULT_DEAD_LETTER_MAX_BYTES } from '../delivery/deadletter.ts';
+import { INCOMPLETE_EXIT_CODE } from '../outcome.ts';
 import { testConfig } from './helpers.ts';
 
 describe('config', () => {
@@ -44,8 +46,11 @@ describe('config', () => {
     for (const spec of Object.values(ENV)) expect(text).toContain(spec.name);
   });
 
-  it('usage lists the settings only the sidecar reads', () => {
-    const text = usage();
-    for (const spec of Object.values(SIDECAR_ENV)) expect(text).toContain(spec.name);
+  it('the contract states the defaults the sidecar applies for its exit code and dead-letter cap', () => {
+    expect(ENV.FAILURE_EXIT_CODE.default).toBe(String(INCOMPLETE_EXIT_CODE));
+    expect(ENV.DEAD_LETTER_MAX_BYTES.default).toBe(String(DEFAULT_DEAD_LETTER_MAX_BYTES));
+    const cfg = loadConfig({ POD_NAME: 'p', POD_NAMESPACE: 'n', POD_UID: 'u' });
+    expect(cfg.failureExitCode).toBe(INCOMPLETE_EXIT_CODE);
+    expect(cfg.deadLetterMaxBytes).toBe(DEFAULT_DEAD_LETTER_MAX_BYTES);
   });
 });

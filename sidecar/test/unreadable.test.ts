@@ -1,7 +1,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { exitCodeOf, INCOMPLETE_EXIT_CODE, outcomeOf } from '../outcome.ts';
+import { exitCodeOf, forcedExitCode, INCOMPLETE_EXIT_CODE, outcomeOf } from '../outcome.ts';
 import { Pipeline } from '../pipeline.ts';
 import { cri, testConfig, tmpDir } from './helpers.ts';
 import { NdjsonReceiver } from './ndjson-receiver.ts';
@@ -114,6 +114,24 @@ describe('outcome and exit code', () => {
     expect(testConfig().failureExitCode).toBe(INCOMPLETE_EXIT_CODE);
     expect(INCOMPLETE_EXIT_CODE).toBe(3);
     expect(testConfig({ JOBHARVEST_FAILURE_EXIT_CODE: '42' }).failureExitCode).toBe(42);
-    expect(() => testConfig({ JOBHARVEST_FAILURE_EXIT_CODE: '0' })).toThrow(/JOBHARVEST_FAILURE_EXIT_CODE/);
+    // 0 is what the webhook passes when every other code would match one of the
+    // Job's podFailurePolicy rules.
+    expect(testConfig({ JOBHARVEST_FAILURE_EXIT_CODE: '0' }).failureExitCode).toBe(0);
+    expect(() => testConfig({ JOBHARVEST_FAILURE_EXIT_CODE: '256' })).toThrow(/JOBHARVEST_FAILURE_EXIT_CODE/);
+  });
+});
+
+describe('forcedExitCode', () => {
+  const name = 'JOBHARVEST_FAILURE_EXIT_CODE';
+  it('reads the code the webhook chose, 0-255', () => {
+    expect(forcedExitCode({ [name]: '17' }, name)).toBe(17);
+    expect(forcedExitCode({ [name]: '0' }, name)).toBe(0);
+    expect(forcedExitCode({ [name]: ' 255 ' }, name)).toBe(255);
+  });
+  it('ignores a missing or unusable value, so the sidecar keeps its own codes', () => {
+    expect(forcedExitCode({}, name)).toBeUndefined();
+    expect(forcedExitCode({ [name]: '256' }, name)).toBeUndefined();
+    expect(forcedExitCode({ [name]: '-1' }, name)).toBeUndefined();
+    expect(forcedExitCode({ [name]: 'three' }, name)).toBeUndefined();
   });
 });

@@ -106,6 +106,29 @@ describe.skipIf(!isRoot)('sidecar with log files it cannot open (non-root sideca
     expect(summaryNumber(exit.summary, 'unreadable_files')).toBe(1);
   });
 
+  it('uses JOBHARVEST_FAILURE_EXIT_CODE for every failure, a bad configuration too', async () => {
+    const dirs = pod({ 'main/0.log': { text: lines(0, 5), mode: 0o644 } });
+    const start = (extraEnv: Record<string, string>) =>
+      SidecarProcess.start({
+        identity: { namespace: 'ns', pod: 'pod', uid: 'uid' },
+        logDir: dirs.logDir,
+        stateDir: dirs.stateDir,
+        sink: 'http',
+        endpoint: 'http://127.0.0.1:9/',
+        settings: { BATCH_MAX_BYTES: 'lots' },
+        uid: NOBODY,
+        gid: NOBODY,
+        extraEnv,
+      });
+    const own = start({});
+    const ownExit = await own.exited();
+    expect(ownExit.code, own.tail()).toBe(2);
+    const forced = start({ JOBHARVEST_FAILURE_EXIT_CODE: '17' });
+    const forcedExit = await forced.exited();
+    expect(forcedExit.code, forced.tail()).toBe(17);
+    expect(forced.tail()).toMatch(/JOBHARVEST_BATCH_MAX_BYTES/);
+  });
+
   it('exits 0 with outcome=complete when every file was read and delivered', async () => {
     // containerd's root:root 0640 files, read through group 0 as the injected sidecar does.
     const dirs = pod({ 'main/0.log': { text: lines(0, 20), mode: 0o640 }, 'other/0.log': { text: lines(20, 30), mode: 0o640 } });
