@@ -2,6 +2,7 @@
 // settings object, collecting every problem so that a bad pod spec fails with
 // one clear line instead of a crash somewhere deep in the pipeline.
 import { isEndpointScheme } from '../src/contract/endpoint.ts';
+import { esIndexProblem, headerNameProblem, headerValueProblem, lokiTenantProblem } from '../src/contract/values.ts';
 import { ENV, MODES, SINKS, type EnvKey, type SinkType, type SourceMode } from '../src/contract/env.ts';
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
@@ -93,6 +94,18 @@ class Reader {
     return this.raw(key) ?? '';
   }
 
+  /** A value the sink puts on the wire as is: refused here, not by every request later. */
+  checkedRaw(key: EnvKey, problem: (v: string) => string | undefined): string | undefined {
+    const v = this.raw(key);
+    const why = v === undefined ? undefined : problem(v);
+    if (why !== undefined) this.problems.push(`${ENV[key].name}: ${why}`);
+    return why === undefined ? v : undefined;
+  }
+
+  checked(key: EnvKey, problem: (v: string) => string | undefined): string {
+    return this.checkedRaw(key, problem) ?? '';
+  }
+
   required(key: EnvKey): string {
     const v = this.raw(key);
     if (v === undefined || v === '') this.problems.push(`${ENV[key].name} is required`);
@@ -134,8 +147,9 @@ function parseHeaders(text: string, problems: string[]): Record<string, string> 
     const eq = part.indexOf('=');
     const name = eq > 0 ? part.slice(0, eq).trim() : '';
     const value = eq > 0 ? part.slice(eq + 1).trim() : '';
-    if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name) || /[\r\n]/.test(value)) {
-      problems.push(`${ENV.HEADERS.name} has an invalid entry '${part.trim().slice(0, 40)}' (want name=value)`);
+    const why = eq > 0 ? (headerNameProblem(name) ?? headerValueProblem(value)) : 'want name=value';
+    if (why !== undefined) {
+      problems.push(`${ENV.HEADERS.name} has an invalid entry '${part.trim().slice(0, 40)}' (${why})`);
       continue;
     }
     out[name.toLowerCase()] = value;
@@ -201,9 +215,9 @@ export function loadConfig(env: Env): Config {
     gzipLevel: r.int('GZIP_LEVEL', 1, 9),
     tls,
     auth,
-    esIndex: r.str('ES_INDEX'),
+    esIndex: r.checked('ES_INDEX', esIndexProblem),
     otlpEncoding: r.oneOf<OtlpEncoding>('OTLP_ENCODING', ['protobuf', 'json']),
-    lokiTenant: r.raw('LOKI_TENANT'),
+    lokiTenant: r.checkedRaw('LOKI_TENANT', lokiTenantProblem),
     drainMs: r.int('DRAIN_SECONDS', 1, 86_400) * 1000,
     maxRecordBytes: r.int('MAX_RECORD_BYTES', 1024, 64 * 1024 * 1024),
     batchMaxBytes: r.int('BATCH_MAX_BYTES', 1024, 64 * 1024 * 1024),

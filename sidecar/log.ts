@@ -1,7 +1,7 @@
 // Structured JSON lines on stderr. stdout is left to the stdout sink, so that
 // shipped records and the sidecar's own diagnostics never mix.
 import type { LogLevel } from './config.ts';
-import { redactUrl as redact, redactUrlsIn } from './redact.ts';
+import { redactUrls } from '../src/contract/redact.ts';
 
 const ORDER: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
 
@@ -37,7 +37,7 @@ export class Logger {
     if (ORDER[level] < this.min) return;
     const entry = { time: new Date().toISOString(), level, msg, ...fields };
     // Error messages and fields may quote an endpoint; no line leaves with its credentials.
-    this.write(redactUrlsIn(JSON.stringify(entry, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v instanceof Error ? v.message : v))) + '\n');
+    this.write(redactUrls(JSON.stringify(entry, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v instanceof Error ? v.message : v))) + '\n');
   }
 }
 
@@ -45,6 +45,4 @@ export class Logger {
 export const log = new Logger();
 
 /** Endpoints may carry user:password or a token in the query; never let either reach a log line. */
-export function redactUrl(url: URL | undefined): string | undefined {
-  return redact(url);
-}
+export { redactUrl } from '../src/contract/redact.ts';

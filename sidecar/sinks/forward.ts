@@ -9,9 +9,10 @@
 import { hostname } from 'node:os';
 import { decodeMultiStream, Encoder } from '@msgpack/msgpack';
 import { ENV } from '../../src/contract/env.ts';
+import { forwardTagProblem } from '../../src/contract/values.ts';
 import { ConfigError } from '../config.ts';
 import { log } from '../log.ts';
-import { ackOf, buildPing, checkPong, FORWARD_MODES, ForwardEncoder, parseHelo, TagTemplate, unknownTagVariable, type Credentials, type ForwardMessage, type ForwardMode } from './forward/protocol.ts';
+import { ackOf, buildPing, checkPong, FORWARD_MODES, ForwardEncoder, parseHelo, TagTemplate, type Credentials, type ForwardMessage, type ForwardMode } from './forward/protocol.ts';
 import { Connector, Link, openStream, streamEndpoint, untilAborted, type StreamEndpoint } from './stream/client.ts';
 import type { SendResult, Sink, SinkContext } from './types.ts';
 
@@ -29,8 +30,8 @@ export function loadForwardSettings(env: Env): ForwardSettings {
   const mode = (env[ENV.FORWARD_MODE.name]?.trim() || ENV.FORWARD_MODE.default) as ForwardMode;
   if (!FORWARD_MODES.includes(mode)) problems.push(`${ENV.FORWARD_MODE.name} must be one of ${FORWARD_MODES.join(', ')}, got '${mode}'`);
   const tag = env[ENV.FORWARD_TAG.name]?.trim() || ENV.FORWARD_TAG.default;
-  const unknown = unknownTagVariable(tag);
-  if (unknown !== undefined) problems.push(`${ENV.FORWARD_TAG.name} uses an unknown variable \${${unknown}}`);
+  const tagProblem = forwardTagProblem(tag);
+  if (tagProblem !== undefined) problems.push(`${ENV.FORWARD_TAG.name}: ${tagProblem}`);
   const sharedKey = env[ENV.SHARED_KEY.name]?.trim() || undefined;
   if (problems.length > 0) throw new ConfigError(problems);
   return { mode, tag, sharedKey };

@@ -29,6 +29,14 @@ describe('config', () => {
     }
   });
 
+  it('refuses values a sink would put on the wire but no protocol can carry, with the checks the webhook uses', () => {
+    const base = { JOBHARVEST_ENDPOINT: 'http://logs:3100' };
+    expect(() => testConfig({ ...base, JOBHARVEST_SINK: 'loki', JOBHARVEST_LOKI_TENANT: '团队' })).toThrow(/JOBHARVEST_LOKI_TENANT: a Loki tenant id/);
+    expect(() => testConfig({ ...base, JOBHARVEST_SINK: 'http', JOBHARVEST_HEADERS: 'x-team=团队' })).toThrow(/JOBHARVEST_HEADERS .*printable ASCII/);
+    expect(() => testConfig({ ...base, JOBHARVEST_SINK: 'elasticsearch', JOBHARVEST_ES_INDEX: 'Logs' })).toThrow(/JOBHARVEST_ES_INDEX: an index name must be lowercase/);
+    expect(testConfig({ ...base, JOBHARVEST_SINK: 'loki', JOBHARVEST_LOKI_TENANT: 'team-a' }).lokiTenant).toBe('team-a');
+  });
+
   it('parses headers and auth without echoing secrets in errors', () => {
     const c = testConfig({ JOBHARVEST_SINK: 'http', JOBHARVEST_ENDPOINT: 'https://logs:8443/in', JOBHARVEST_HEADERS: 'X-A=1, x-b = two', JOBHARVEST_AUTH_TOKEN: 's3cret' });
     expect(c.headers).toEqual({ 'x-a': '1', 'x-b': 'two' });

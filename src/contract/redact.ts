@@ -1,19 +1,28 @@
 /**
  * Hides credentials in text that mentions URLs, before it reaches a warning,
- * `explain` or a log line. Both the webhook and the sidecar use it.
+ * `explain` or a log line. The webhook and the sidecar both use it.
  *
- * Everything between `scheme://` and the last `@` before the next URL on the
- * line is taken as userinfo: a password may hold `@`, `/` or spaces, and such
- * a value is often not a valid URL at all (it is shown precisely because it
- * was refused), so a parser cannot be trusted to find where it ends. Hiding a
- * little too much is the safe side. Query values are hidden as well, because
- * tokens travel there.
+ * Everything between `scheme://` and the last `@` before the next URL (or the
+ * next `"`, which ends a JSON string in a log line) is taken as userinfo: a
+ * password may hold `@`, `/` or spaces, and such a value is often not a valid
+ * URL at all (it is shown precisely because it was refused), so a parser cannot
+ * be trusted to find where it ends. Hiding a little too much is the safe side.
+ * Query values are hidden as well, because tokens travel there; a parameter
+ * without `=` may itself be a token, so it is hidden whole, and so is a
+ * fragment.
  */
 const URL_START = /[a-z][a-z0-9+.-]*:\/\//gi;
 export const REDACTED = '***';
 
 export function redactUrls(text: string): string {
+  if (!text.includes('://')) return text;
   return text.split('\n').map(redactLine).join('\n');
+}
+
+/** One URL object or string, e.g. a configured endpoint, for a log field. */
+export function redactUrl(url: URL | string | undefined): string | undefined {
+  if (url === undefined) return undefined;
+  return redactUrls(typeof url === 'string' ? url : url.href);
 }
 
 function redactLine(line: string): string {
@@ -21,28 +30,36 @@ function redactLine(line: string): string {
   if (starts.length === 0) return line;
   let out = line.slice(0, starts[0]!.at);
   for (const [i, s] of starts.entries()) {
-    const stop = starts[i + 1]?.at ?? line.length;
+    const next = starts[i + 1]?.at ?? line.length;
+    const quote = line.indexOf('"', s.end);
+    const stop = quote >= 0 && quote < next ? quote : next;
     let rest = line.slice(s.end, stop);
     const at = rest.lastIndexOf('@');
     if (at >= 0) rest = `${REDACTED}@${rest.slice(at + 1)}`;
-    out += line.slice(s.at, s.end) + redactQuery(rest);
+    out += line.slice(s.at, s.end) + redactQueryAndFragment(rest) + line.slice(stop, next);
   }
   return out;
 }
 
-function redactQuery(rest: string): string {
-  const q = rest.indexOf('?');
+function redactQueryAndFragment(rest: string): string {
+  const q = rest.search(/[?#]/);
   if (q < 0) return rest;
-  const tail = rest.slice(q + 1);
-  const end = tail.search(/[#\s]/);
-  const query = end < 0 ? tail : tail.slice(0, end);
-  const after = end < 0 ? '' : tail.slice(end);
+  const end = rest.slice(q).search(/\s/);
+  const part = end < 0 ? rest.slice(q) : rest.slice(q, q + end);
+  const after = end < 0 ? '' : rest.slice(q + end);
+  const hash = part.indexOf('#');
+  const query = hash < 0 ? part : part.slice(0, hash);
+  const fragment = hash < 0 ? '' : part.slice(hash);
   const hidden = query
+    .slice(1)
     .split('&')
     .map((p) => {
+      if (p === '') return p;
       const eq = p.indexOf('=');
-      return eq < 0 ? p : `${p.slice(0, eq)}=${REDACTED}`;
+      return eq < 0 ? REDACTED : `${p.slice(0, eq)}=${REDACTED}`;
     })
     .join('&');
-  return `${rest.slice(0, q + 1)}${hidden}${after}`;
+  const shownQuery = query === '' ? '' : `?${hidden}`;
+  const shownFragment = fragment.length > 1 ? `#${REDACTED}` : fragment;
+  return `${rest.slice(0, q)}${shownQuery}${shownFragment}${after}`;
 }

@@ -9,11 +9,24 @@ describe('redactUrls', () => {
     ['http://alice:pass word@logs:8080/x', 'http://***@logs:8080/x'],
     ['http://alice:pa/ss@logs/path', 'http://***@logs/path'],
     ['tls://u:p@syslog:6514', 'tls://***@syslog:6514'],
-    ['https://logs/x?access_token=abc&stream=1#frag', 'https://logs/x?access_token=***&stream=***#frag'],
+    ['https://logs/x?access_token=abc&stream=1#frag', 'https://logs/x?access_token=***&stream=***#***'],
+    ['http://logs/in?a=1&token=abc&&sig', 'http://logs/in?a=***&token=***&&***'],
+    ['https://token@logs.example:8443/api', 'https://***@logs.example:8443/api'],
+    ['connect to http://alice:pw@logs/?token=abc failed: ECONNREFUSED', 'connect to http://***@logs/?token=*** failed: ECONNREFUSED'],
+    ['/var/log/pods/a_b_c', '/var/log/pods/a_b_c'],
     ['http://logs:3100/loki/api/v1/push', 'http://logs:3100/loki/api/v1/push'],
     ['no url here, user@example.com', 'no url here, user@example.com'],
   ])('%s → %s', (input, output) => {
     expect(redactUrls(input)).toBe(output);
+  });
+  it('stops at the quote that ends a JSON string, leaving the rest of a log line intact', () => {
+    const line = JSON.stringify({ msg: 'sidecar started', endpoint: 'http://alice:S3cr@tPassw0rd@logs/in?token=abc', owner: 'ops@example.com' });
+    const r = redactUrls(line);
+    expect(JSON.parse(r)).toEqual({ msg: 'sidecar started', endpoint: 'http://***@logs/in?token=***', owner: 'ops@example.com' });
+  });
+  it('hides the whole password of a URL object, whose parser escaped the inner @', () => {
+    const u = new URL('http://alice:S3cr@tPassw0rd@logs');
+    expect(redactUrls(u.href)).toBe('http://***@logs/');
   });
   it('treats several URLs on a line apart, and is idempotent', () => {
     const s = 'endpoint "http://a:b@one" ignored; using https://two/?key=k';

@@ -8,20 +8,12 @@ import type { Identity } from '../../config.ts';
 import { FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type LogRecord } from '../../records/record.ts';
 import { parseTimestamp } from '../../records/timestamp.ts';
 import { metadataFields } from '../../encode/document.ts';
+import { FORWARD_TAG_VARIABLES } from '../../../src/contract/values.ts';
 
 export const FORWARD_MODES = ['packed-forward', 'forward'] as const;
 export type ForwardMode = (typeof FORWARD_MODES)[number];
 
-export const TAG_VARIABLES = ['namespace', 'pod', 'container', 'job', 'stream', 'node'] as const;
-type TagVariable = (typeof TAG_VARIABLES)[number];
-
-/** Checks a tag template; returns the first unknown ${name}, if any. */
-export function unknownTagVariable(template: string): string | undefined {
-  for (const m of template.matchAll(/\$\{([^}]*)\}/g)) {
-    if (!(TAG_VARIABLES as readonly string[]).includes(m[1]!)) return m[1];
-  }
-  return undefined;
-}
+type TagVariable = (typeof FORWARD_TAG_VARIABLES)[number];
 
 /** Builds tags from the template; empty values become '_' so a tag never has an empty part. */
 export class TagTemplate {
