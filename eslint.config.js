@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', 'test/cluster/bin/', 'coverage/', '.cache/', '.tmp/'] },
+  { ignores: ['dist/', 'node_modules/', 'test/harness/cluster/bin/', 'coverage/', '.cache/', '.tmp/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

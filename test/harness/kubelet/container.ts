@@ -4,7 +4,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { constants } from 'node:os';
-import type { ContainerLogWriter, Stream } from '../support/kubelet-log-writer.ts';
+import type { ContainerLogWriter, Stream } from '../../support/kubelet-log-writer.ts';
 
 export interface InstanceResult {
   exitCode: number;
