@@ -15,7 +15,7 @@ import { writeKubeconfig } from './kubeconfig.ts';
 import { createPki } from './pki.ts';
 import { createKubeletClientCert } from './kubelet-client.ts';
 import { freePorts } from '../../support/ports.ts';
-import { describeExit, onRunnerExit, startProcess, startWatchdog, type ManagedProcess } from './process.ts';
+import { describeExit, onRunnerExit, startProcess, startWatchdog, type ManagedProcess } from '../../support/process.ts';
 import { waitFor } from '../../support/wait.ts';
 
 /**

@@ -3,7 +3,7 @@ import { createWriteStream, mkdtempSync, rmSync, writeFileSync, type WriteStream
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../../support/ports.ts';
-import { spawnLogged, tailFile, terminate, waitStarted } from '../../support/children.ts';
+import { spawnLogged, tailFile, terminate, waitStarted } from '../../support/process.ts';
 import { OTELCOL, ensureGoProgram } from './go-build.ts';
 
 /**

@@ -3,7 +3,7 @@ import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, write
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { canConnect, freePort } from '../../support/ports.ts';
-import { exited, spawnLogged, tailFile, terminate, waitStarted } from '../../support/children.ts';
+import { exited, spawnLogged, tailFile, terminate, waitStarted } from '../../support/process.ts';
 import { ensureRsyslog } from './rsyslog.ts';
 
 /** Debian packages holding the TLS (gtls) netstream driver and the RELP input. */

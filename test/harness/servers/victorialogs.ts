@@ -3,7 +3,7 @@ import { createWriteStream, mkdtempSync, rmSync, type WriteStream } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../../support/ports.ts';
-import { exited, spawnLogged, tailFile, terminate, waitStarted } from '../../support/children.ts';
+import { exited, spawnLogged, tailFile, terminate, waitStarted } from '../../support/process.ts';
 import { VICTORIA_LOGS, ensureGoProgram } from './go-build.ts';
 
 export interface VictoriaLogsOptions {
