@@ -1,5 +1,5 @@
 /**
- * Child processes of the tests, the harnesses and the benchmarks, in two kinds:
+ * Child processes of the tests, the harnesses and the benchmarks:
  *
  * - `startProcess`: a long-lived process of the test cluster (etcd, the API
  *   server). It leads its own process group and writes stdout and stderr to a
@@ -7,9 +7,11 @@
  *   anything the process forked.
  * - `spawnLogged`/`track`: a server or sidecar started by one test, piping its
  *   output into a log stream the test owns.
+ * - `trackGroup`: a process group its caller spawned and stops itself (the
+ *   test kubelet's containers).
  *
- * Neither may outlive the test process, even when it crashes before its
- * teardown runs: one exit hook kills both.
+ * None may outlive the test process, even when it crashes before its teardown
+ * runs: one exit hook kills them all.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { appendFileSync, closeSync, openSync, readFileSync } from 'node:fs';
