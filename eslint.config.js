@@ -1,8 +1,35 @@
 import js from '@eslint/js';
+import { createNodeResolver, importX } from 'eslint-plugin-import-x';
 import tseslint from 'typescript-eslint';
 
+const here = import.meta.dirname;
+
+// Folders whose files no other folder may import: each suite keeps its own
+// fixtures, and anything shared lives in test/support/, test/harness/ or
+// test/golden/. Everything outside the suite is a target.
+const OUTSIDE = (suite) => ['./{src,sidecar,bench,scripts}/**', `./test/!(${suite})/**`];
+const SUITE_ZONES = ['unit', 'integration', 'e2e'].map((suite) => ({
+  target: OUTSIDE(suite),
+  from: `./test/${suite}`,
+  message: `test/${suite}/ is that suite's own; move what others need to test/support/, test/harness/ or test/golden/.`,
+}));
+const SIDECAR_TEST_ZONE = {
+  target: ['./{src,bench,scripts,test}/**'],
+  from: './sidecar/test',
+  message: "sidecar/test/ is the sidecar's own; move what others need to test/support/.",
+};
+// The sidecar ships alone in its own bundle and meets the webhook only through
+// the env contract; anything else of src/ would drag webhook code into it.
+// src/version.ts is the release number both report, read from package.json.
+const SIDECAR_ZONE = {
+  target: './sidecar',
+  from: './src',
+  except: ['./contract', './version.ts'],
+  message: 'the sidecar may import only the env contract (src/contract/) from src/.',
+};
+
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', 'test/cluster/bin/', 'coverage/', '.cache/', '.tmp/'] },
+  { ignores: ['dist/', 'node_modules/', 'test/harness/cluster/bin/', 'coverage/', '.cache/', '.tmp/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
@@ -14,5 +41,30 @@ export default tseslint.config(
     // Tests poke at loosely shaped Kubernetes objects; typing every fixture adds noise, not safety.
     files: ['test/**/*.ts', '**/*.test.ts', 'bench/**/*.ts'],
     rules: { '@typescript-eslint/no-explicit-any': 'off' },
+  },
+  {
+    // Boundaries. Every import names its file with its extension, so plain
+    // node resolution finds it; no TypeScript resolver is needed.
+    files: ['**/*.{ts,js,mjs}'],
+    plugins: { 'import-x': importX },
+    settings: {
+      'import-x/resolver-next': [createNodeResolver({ extensions: ['.ts', '.mjs', '.js', '.json'] })],
+      'import-x/extensions': ['.ts', '.js', '.mjs'],
+      'import-x/parsers': { '@typescript-eslint/parser': ['.ts'] },
+    },
+    rules: {
+      // Packages cannot import back into the project, so their graphs need no walk.
+      'import-x/no-cycle': ['error', { ignoreExternal: true }],
+      'import-x/no-restricted-paths': ['error', { basePath: here, zones: [...SUITE_ZONES, SIDECAR_TEST_ZONE] }],
+    },
+  },
+  {
+    // The sidecar's own tests may borrow webhook code (certificates for a fake
+    // API server, say): they are not in the bundle.
+    files: ['sidecar/**/*.ts'],
+    ignores: ['sidecar/test/**', 'sidecar/**/*.test.ts'],
+    rules: {
+      'import-x/no-restricted-paths': ['error', { basePath: here, zones: [...SUITE_ZONES, SIDECAR_TEST_ZONE, SIDECAR_ZONE] }],
+    },
   },
 );

@@ -23,7 +23,7 @@ export default defineConfig({
         test: {
           name: 'e2e',
           include: ['test/e2e/**/*.test.ts'],
-          globalSetup: ['test/cluster/global-setup.ts'],
+          globalSetup: ['test/harness/cluster/global-setup.ts'],
           testTimeout: 120_000,
           hookTimeout: 300_000,
           fileParallelism: false,

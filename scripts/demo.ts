@@ -4,10 +4,10 @@
  * the real sidecar, and VictoriaLogs as the log server; the Job's lines are
  * printed as the log server returns them, then the TTL deletes the Job.
  */
-import { startCluster, type Cluster } from '../test/cluster/harness.ts';
-import { ensureGoProgram, VICTORIA_LOGS } from '../test/servers/go-build.ts';
+import { startCluster, type Cluster } from '../test/harness/cluster/harness.ts';
+import { ensureGoProgram, VICTORIA_LOGS } from '../test/harness/servers/go-build.ts';
 import { ensureSidecarBundle } from '../test/support/sidecar.ts';
-import { Stack, shellJob } from '../test/kubelet/stack.ts';
+import { Stack, shellJob } from '../test/harness/kubelet/stack.ts';
 import { defaultConfig } from '../src/core/config.ts';
 import { mutateJob } from '../src/core/mutate.ts';
 

@@ -1,8 +1,8 @@
 import { spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { RSYSLOGD } from '../../test/servers/rsyslog.ts';
-import { exited, terminate, track } from '../../test/support/children.ts';
+import { RSYSLOGD } from '../../test/harness/servers/rsyslog.ts';
+import { exited, terminate, track } from '../../test/support/process.ts';
 
 export interface PeerRun {
   pid: number;

@@ -10,7 +10,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ensureRsyslog, rsyslogVersion } from '../../test/servers/rsyslog.ts';
+import { ensureRsyslog, rsyslogVersion } from '../../test/harness/servers/rsyslog.ts';
 import { CountingHttpReceiver, CountingTcpReceiver } from '../../test/support/counting-receiver.ts';
 import { SidecarProcess, ensureSidecarBundle, summaryNumber } from '../../test/support/sidecar.ts';
 import { ensureCorpus } from './corpus.ts';

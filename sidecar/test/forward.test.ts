@@ -13,7 +13,7 @@ import { createSink, loadForwardSettings } from '../sinks/forward.ts';
 import { buildPing, checkPong, chunkId, ForwardEncoder, TagTemplate } from '../sinks/forward/protocol.ts';
 import type { Sink } from '../sinks/types.ts';
 import { makeMeta, makeRecord, testConfig } from './helpers.ts';
-import { writeTestPki, type TestPki } from './syslog-fixtures.ts';
+import { writeTestPki, type TestPki } from '../../test/support/test-pki.ts';
 
 const cfg = testConfig();
 const id = cfg.identity;

@@ -1,6 +1,6 @@
 import { get } from 'node:http';
 import { describe, expect, it } from 'vitest';
-import { freePort } from '../../test/cluster/ports.ts';
+import { freePort } from '../../test/support/ports.ts';
 import { startMetrics } from '../metrics.ts';
 import { newStats } from '../stats.ts';
 

@@ -13,7 +13,7 @@ import { streamEndpoint } from '../sinks/stream/client.ts';
 import { createSink, loadSyslogSettings } from '../sinks/syslog.ts';
 import type { Sink } from '../sinks/types.ts';
 import { makeMeta, makeRecord, testConfig } from './helpers.ts';
-import { writeTestPki, type TestPki } from './syslog-fixtures.ts';
+import { writeTestPki, type TestPki } from '../../test/support/test-pki.ts';
 
 const cfg = testConfig();
 const severity = { stdout: 6, stderr: 3, unknown: 5 };

@@ -10,10 +10,10 @@ import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultConfig } from '../../src/core/config.ts';
-import { copies, execForm, readDockerfile, REPO_ROOT, workdir } from '../chart/dockerfile.ts';
-import { httpCall } from '../cluster/http.ts';
-import { freePort } from '../cluster/ports.ts';
-import { waitFor } from '../cluster/wait.ts';
+import { copies, execForm, readDockerfile, REPO_ROOT, workdir } from '../harness/chart/dockerfile.ts';
+import { httpCall } from '../harness/cluster/http.ts';
+import { freePort } from '../support/ports.ts';
+import { waitFor } from '../support/wait.ts';
 
 const NODE = join(REPO_ROOT, 'node_modules/.bin/node');
 const stages = readDockerfile();
@@ -38,7 +38,7 @@ function run(file: string, args: string[], opts: { cwd?: string; input?: string 
 describe('Dockerfile', () => {
   let hadolint = '';
   beforeAll(async () => {
-    const install = await run('bash', [join(REPO_ROOT, 'test/chart/hadolint.sh')]);
+    const install = await run('bash', [join(REPO_ROOT, 'test/harness/chart/hadolint.sh')]);
     if (install.code !== 0) throw new Error(`installing hadolint failed: ${install.stderr}`);
     hadolint = install.stdout.trim();
   }, 300_000);

@@ -9,8 +9,8 @@
 import type { V1Deployment, V1NetworkPolicy, V1NetworkPolicyPeer } from '@kubernetes/client-node';
 import { request } from 'node:https';
 import { afterAll, describe, expect, it } from 'vitest';
-import { CHART_DIR, one, render, runHelm, template, type K8sObject } from '../chart/helm.ts';
-import { createTestNamespace, useCluster } from '../cluster/client.ts';
+import { CHART_DIR, one, render, runHelm, template, type K8sObject } from '../harness/chart/helm.ts';
+import { createTestNamespace, useCluster } from '../harness/cluster/client.ts';
 
 const cluster = useCluster();
 const helm = cluster.info.helmPath;

@@ -14,11 +14,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { generateBundle } from '../../src/tls/generate.ts';
-import { REPO_ROOT } from '../chart/dockerfile.ts';
-import { one, render, type K8sObject } from '../chart/helm.ts';
-import { useCluster, waitFor } from '../cluster/client.ts';
-import { writeKubeconfig } from '../cluster/kubeconfig.ts';
-import { freePort } from '../cluster/ports.ts';
+import { REPO_ROOT } from '../harness/chart/dockerfile.ts';
+import { one, render, type K8sObject } from '../harness/chart/helm.ts';
+import { useCluster, waitFor } from '../harness/cluster/client.ts';
+import { writeKubeconfig } from '../harness/cluster/kubeconfig.ts';
+import { freePort } from '../support/ports.ts';
 
 const cluster = useCluster();
 const rbac = cluster.kc.makeApiClient(RbacAuthorizationV1Api);

@@ -12,8 +12,8 @@ import { parse as parseYaml } from 'yaml';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SINKS } from '../../src/contract/env.ts';
 import { defaultConfig, parseConfig, type Config } from '../../src/core/config.ts';
-import { CHART_DIR, one, render, runHelm, template, type K8sObject } from '../chart/helm.ts';
-import { useCluster } from '../cluster/client.ts';
+import { CHART_DIR, one, render, runHelm, template, type K8sObject } from '../harness/chart/helm.ts';
+import { useCluster } from '../harness/cluster/client.ts';
 
 const cluster = useCluster();
 const helm = cluster.info.helmPath;

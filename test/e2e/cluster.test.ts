@@ -7,15 +7,15 @@
 import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestNamespace, useCluster, waitFor } from '../cluster/client.ts';
-import { httpCall } from '../cluster/http.ts';
+import { createTestNamespace, useCluster, waitFor } from '../harness/cluster/client.ts';
+import { httpCall } from '../harness/cluster/http.ts';
 
 // Read from go.mod, not from the build's versions.json, so that a build that
 // stamps the wrong version fails here.
 function pinned(module: string): string {
-  const goMod = readFileSync(new URL('../cluster/go.mod', import.meta.url), 'utf8');
+  const goMod = readFileSync(new URL('../harness/cluster/go.mod', import.meta.url), 'utf8');
   const match = new RegExp(`^\\s*${module.replaceAll('.', '\\.')} (v\\S+)`, 'm').exec(goMod);
-  if (match?.[1] === undefined) throw new Error(`${module} is not pinned in test/cluster/go.mod`);
+  if (match?.[1] === undefined) throw new Error(`${module} is not pinned in test/harness/cluster/go.mod`);
   return match[1];
 }
 

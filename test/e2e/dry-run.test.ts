@@ -13,8 +13,8 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/cli/options.ts';
 import { injectManifests, parseManifests } from '../../src/cli/manifests.ts';
 import type { Config } from '../../src/core/config.ts';
-import { createTestNamespace, useCluster } from '../cluster/client.ts';
-import { goldenCases } from '../unit/golden-cases.ts';
+import { createTestNamespace, useCluster } from '../harness/cluster/client.ts';
+import { goldenCases } from '../golden/cases.ts';
 
 const cluster = useCluster();
 let ns = '';

@@ -6,8 +6,8 @@
 import { RbacAuthorizationV1Api, type V1Job } from '@kubernetes/client-node';
 import { X509Certificate } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestNamespace, useCluster, waitFor } from '../cluster/client.ts';
-import { get, startWebhook, type WebhookProcess } from './support/webhook-process.ts';
+import { createTestNamespace, useCluster, waitFor } from '../harness/cluster/client.ts';
+import { get, startWebhook, type WebhookProcess } from '../support/webhook-process.ts';
 
 const cluster = useCluster();
 const rbac = cluster.kc.makeApiClient(RbacAuthorizationV1Api);
@@ -39,7 +39,7 @@ beforeAll(async () => {
   home = await createTestNamespace(cluster.core, 'wh-home');
   namespaces.push(home);
   // Registered by hand, as the chart would: a URL to replica a, no caBundle yet.
-  const port = (await import('../cluster/ports.ts')).freePort;
+  const port = (await import('../support/ports.ts')).freePort;
   const portA = await port();
   await cluster.admission.createMutatingWebhookConfiguration({
     body: {

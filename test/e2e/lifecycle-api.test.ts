@@ -5,10 +5,10 @@
  */
 import type { V1Job } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { useCluster } from '../cluster/client.ts';
-import { followJob } from '../kubelet/follow-job.ts';
-import { numberedLines, shellJob, Stack } from '../kubelet/stack.ts';
-import { exact } from '../servers/victorialogs.ts';
+import { useCluster } from '../harness/cluster/client.ts';
+import { followJob } from '../harness/kubelet/follow-job.ts';
+import { numberedLines, shellJob, Stack } from '../harness/kubelet/stack.ts';
+import { exact } from '../harness/servers/victorialogs.ts';
 
 const cluster = useCluster();
 let stack: Stack;

@@ -8,8 +8,8 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestNamespace, useCluster, waitFor } from '../cluster/client.ts';
-import { TestKubelet, type KubeletEvent } from '../kubelet/kubelet.ts';
+import { createTestNamespace, useCluster, waitFor } from '../harness/cluster/client.ts';
+import { TestKubelet, type KubeletEvent } from '../harness/kubelet/kubelet.ts';
 
 const cluster = useCluster();
 let ns = '';

@@ -9,10 +9,10 @@ import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { useCluster, waitFor } from '../cluster/client.ts';
-import { followJob, type JobLife } from '../kubelet/follow-job.ts';
-import { numberedLines, shellJob, Stack } from '../kubelet/stack.ts';
-import { exact } from '../servers/victorialogs.ts';
+import { useCluster, waitFor } from '../harness/cluster/client.ts';
+import { followJob, type JobLife } from '../harness/kubelet/follow-job.ts';
+import { numberedLines, shellJob, Stack } from '../harness/kubelet/stack.ts';
+import { exact } from '../harness/servers/victorialogs.ts';
 
 const cluster = useCluster();
 let stack: Stack;

@@ -10,7 +10,7 @@
 import type { V1Job } from '@kubernetes/client-node';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestNamespace, useCluster, waitFor } from '../cluster/client.ts';
+import { createTestNamespace, useCluster, waitFor } from '../harness/cluster/client.ts';
 
 const cluster = useCluster();
 let ns = '';

@@ -17,8 +17,8 @@
  */
 import type { V1Job, V1PodFailurePolicyRule } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestNamespace, useCluster, waitFor } from '../cluster/client.ts';
-import { TestKubelet } from '../kubelet/kubelet.ts';
+import { createTestNamespace, useCluster, waitFor } from '../harness/cluster/client.ts';
+import { TestKubelet } from '../harness/kubelet/kubelet.ts';
 
 const cluster = useCluster();
 let ns = '';

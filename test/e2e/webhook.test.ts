@@ -6,11 +6,11 @@
 import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestNamespace, useCluster, waitFor } from '../cluster/client.ts';
-import { goldenCases } from '../unit/golden-cases.ts';
+import { createTestNamespace, useCluster, waitFor } from '../harness/cluster/client.ts';
+import { goldenCases } from '../golden/cases.ts';
 import { parseManifests } from '../../src/cli/manifests.ts';
 import { containedIn } from './support/objects.ts';
-import { startWebhook, type WebhookProcess } from './support/webhook-process.ts';
+import { startWebhook, type WebhookProcess } from '../support/webhook-process.ts';
 
 const cluster = useCluster();
 const CONFIG_NAME = 'jobharvest-e2e-webhook';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EnvKey } from '../../src/contract/env.ts';
-import { ForwardReceiver, type ReceivedForward } from '../servers/forward-receiver.ts';
+import { ForwardReceiver, type ReceivedForward } from '../harness/servers/forward-receiver.ts';
 import { PodScenario, waitForCount } from '../support/pod-scenario.ts';
 import { summaryNumber } from '../support/sidecar.ts';
 

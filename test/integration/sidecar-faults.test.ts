@@ -2,7 +2,7 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { SinkType } from '../../src/contract/env.ts';
-import { VictoriaLogs, exact } from '../servers/victorialogs.ts';
+import { VictoriaLogs, exact } from '../harness/servers/victorialogs.ts';
 import { FaultProxy } from '../support/fault-proxy.ts';
 import { PodScenario, waitForCount } from '../support/pod-scenario.ts';
 import { summaryNumber, type SidecarProcess } from '../support/sidecar.ts';

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EnvKey, SinkType } from '../../src/contract/env.ts';
-import { OtelCollector } from '../servers/otelcol.ts';
-import { VictoriaLogs, exact } from '../servers/victorialogs.ts';
+import { OtelCollector } from '../harness/servers/otelcol.ts';
+import { VictoriaLogs, exact } from '../harness/servers/victorialogs.ts';
 import { PodScenario } from '../support/pod-scenario.ts';
 import { summaryNumber } from '../support/sidecar.ts';
 import { DOCUMENT_HEADERS, fieldsOf } from './sink-fields.ts';

@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EnvKey } from '../../src/contract/env.ts';
-import { writeTestPki, type TestPki } from '../../sidecar/test/syslog-fixtures.ts';
-import { RsyslogReceiver, ensureRsyslogReceiver, type ReceivedSyslog, type RsyslogInput } from '../servers/rsyslog-receiver.ts';
+import { writeTestPki, type TestPki } from '../support/test-pki.ts';
+import { RsyslogReceiver, ensureRsyslogReceiver, type ReceivedSyslog, type RsyslogInput } from '../harness/servers/rsyslog-receiver.ts';
 import { PodScenario, waitForCount } from '../support/pod-scenario.ts';
 import { summaryNumber } from '../support/sidecar.ts';
 

@@ -4,7 +4,7 @@ import { existsSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ENV, type EnvKey, type SinkType } from '../../src/contract/env.ts';
-import { exited, track } from './children.ts';
+import { exited, track } from './process.ts';
 
 /**
  * Runs the sidecar as a black box: the bundled program (dist/sidecar.mjs, the

@@ -5,7 +5,7 @@ import { injectManifests, parseManifests, renderManifests } from '../../src/cli/
 import { build } from '../../src/http/app.ts';
 import { applyPatch } from '../../src/core/patch.ts';
 import type { Job } from '../../src/core/kube.ts';
-import { goldenCases, type GoldenCase } from './golden-cases.ts';
+import { goldenCases, type GoldenCase } from '../golden/cases.ts';
 
 const UPDATE = process.env.JOBHARVEST_UPDATE_GOLDEN === '1';
 const { cases, orphans } = goldenCases();

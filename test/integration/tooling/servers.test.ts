@@ -1,10 +1,10 @@
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { VictoriaLogs, exact } from '../../servers/victorialogs.ts';
+import { VictoriaLogs, exact } from '../../harness/servers/victorialogs.ts';
 import { CountingHttpReceiver, CountingTcpReceiver } from '../../support/counting-receiver.ts';
 import { FaultProxy } from '../../support/fault-proxy.ts';
 import { connect } from 'node:net';
-import { OtelCollector } from '../../servers/otelcol.ts';
+import { OtelCollector } from '../../harness/servers/otelcol.ts';
 
 // Self-tests of the test tooling against the real server: a harness that
 // miscounts would make every sidecar test meaningless.

@@ -8,7 +8,7 @@
 import type { CoreV1Api, V1Container, V1Pod } from '@kubernetes/client-node';
 import { spawn } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
-import { PodLogWriter, type ContainerLogWriter } from '../support/kubelet-log-writer.ts';
+import { PodLogWriter, type ContainerLogWriter } from '../../support/kubelet-log-writer.ts';
 import { ContainerInstance, type InstanceResult } from './container.ts';
 import { ContainerConfigError, containerEnv, expand, type EnvSources } from './env.ts';
 import { lookupImage, type ImageTable } from './images.ts';

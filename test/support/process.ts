@@ -1,10 +1,21 @@
 /**
- * Child processes of the test cluster. Each one leads its own process group
- * and writes stdout and stderr to a log file, so that a failing run can be
- * read afterwards and a stop reaches anything the process forked.
+ * Child processes of the tests, the harnesses and the benchmarks:
+ *
+ * - `startProcess`: a long-lived process of the test cluster (etcd, the API
+ *   server). It leads its own process group and writes stdout and stderr to a
+ *   log file, so that a failing run can be read afterwards and a stop reaches
+ *   anything the process forked.
+ * - `spawnLogged`/`track`: a server or sidecar started by one test, piping its
+ *   output into a log stream the test owns.
+ * - `trackGroup`: a process group its caller spawned and stops itself (the
+ *   test kubelet's containers).
+ *
+ * None may outlive the test process, even when it crashes before its teardown
+ * runs: one exit hook kills them all.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { appendFileSync, closeSync, openSync, readFileSync } from 'node:fs';
+import type { Writable } from 'node:stream';
 
 export interface Exit {
   code: number | null;
@@ -47,20 +58,24 @@ function signalGroup(pid: number, signal: NodeJS.Signals): void {
 }
 
 const live = new Set<ManagedProcess>();
+const liveChildren = new Set<ChildProcess>();
+const liveGroups = new Set<number>();
 const exitCleanups = new Set<() => void>();
 let exitHookInstalled = false;
 
 /**
  * A runner that exits without running the global teardown (an uncaught error,
  * or vitest's own process.exit on SIGINT and SIGTERM) still fires 'exit',
- * where only synchronous work is possible: kill every group outright, then
- * run the registered synchronous cleanups.
+ * where only synchronous work is possible: kill every group and tracked child
+ * outright, then run the registered synchronous cleanups.
  */
 function installExitHook(): void {
   if (exitHookInstalled) return;
   exitHookInstalled = true;
   process.on('exit', () => {
     for (const p of live) signalGroup(p.pid, 'SIGKILL');
+    for (const c of liveChildren) c.kill('SIGKILL');
+    for (const pgid of liveGroups) signalGroup(pgid, 'SIGKILL');
     for (const cleanup of exitCleanups) {
       try {
         cleanup();
@@ -124,11 +139,7 @@ export function startProcess(name: string, binary: string, args: string[], logPa
       return result;
     },
     logTail(lines = 30) {
-      try {
-        return readFileSync(logPath, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
-      } catch {
-        return '(no log)';
-      }
+      return tailFile(logPath, lines);
     },
   };
   if (managed.pid > 0) live.add(managed);
@@ -174,4 +185,71 @@ export function startWatchdog(pidFile: string, dataDir: string): ManagedProcess 
     },
     logTail: () => '',
   };
+}
+
+/**
+ * Kills the process group `pgid` (a child spawned with `detached: true`) when
+ * the test process exits first; returns the way to forget it once it is gone.
+ */
+export function trackGroup(pgid: number): () => void {
+  installExitHook();
+  liveGroups.add(pgid);
+  return () => liveGroups.delete(pgid);
+}
+
+/** Kills `child` when the test process exits while the child still runs. */
+export function track(child: ChildProcess): void {
+  installExitHook();
+  liveChildren.add(child);
+  child.once('exit', () => liveChildren.delete(child));
+}
+
+/** Resolves with the exit code (or signal) once the child has exited. */
+export function exited(child: ChildProcess): Promise<Exit> {
+  if (child.exitCode !== null || child.signalCode !== null) {
+    return Promise.resolve({ code: child.exitCode, signal: child.signalCode });
+  }
+  return new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+}
+
+/** SIGTERM, then SIGKILL after `graceMs`; resolves once the child is gone. */
+export async function terminate(child: ChildProcess, graceMs = 10_000): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const done = exited(child);
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+  await done;
+  clearTimeout(timer);
+}
+
+/** Starts a server process with both its streams appended to `log`, tracked so it dies with the test run. */
+export function spawnLogged(bin: string, args: string[], log: Writable): ChildProcess {
+  const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  track(child);
+  child.stdout?.pipe(log, { end: false });
+  child.stderr?.pipe(log, { end: false });
+  return child;
+}
+
+/**
+ * Polls `ready` until it says yes. A child that exits first, or a deadline
+ * passed, fails with the end of the server's log, which says why.
+ */
+export async function waitStarted(child: ChildProcess, what: string, ready: () => Promise<boolean>, timeoutMs: number, logFile: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${what} exited during start-up:\n${tailFile(logFile)}`);
+    if (await ready().catch(() => false)) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`${what} not ready after ${timeoutMs} ms:\n${tailFile(logFile)}`);
+}
+
+/** The last lines of a log file, for error messages. */
+export function tailFile(file: string, lines = 40): string {
+  try {
+    return readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+  } catch {
+    return '(no log)';
+  }
 }

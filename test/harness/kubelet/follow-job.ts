@@ -9,7 +9,7 @@
  *   grows, so a short count proves deletion came before delivery).
  */
 import type { V1Job } from '@kubernetes/client-node';
-import { NAMES } from '../../src/contract/env.ts';
+import { NAMES } from '../../../src/contract/env.ts';
 import type { Stack } from './stack.ts';
 
 export interface JobLife {

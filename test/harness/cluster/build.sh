@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds etcd, kube-apiserver, kube-controller-manager and helm from the pinned
-# Go modules in this folder, then links them into test/cluster/bin/.
+# Go modules in this folder, then links them into test/harness/cluster/bin/.
 #
 # A Kubernetes build takes many minutes on two cores, so the binaries live in
 # ${JOBHARVEST_CACHE:-$HOME/.cache/jobharvest}/cluster/<key>/ where <key> hashes

@@ -9,11 +9,11 @@ import { createWriteStream } from 'node:fs';
 import { request } from 'node:https';
 import { join } from 'node:path';
 import type { TLSSocket } from 'node:tls';
-import { freePort } from '../../cluster/ports.ts';
-import { waitFor } from '../../cluster/wait.ts';
-import type { ClusterInfo } from '../../cluster/harness.ts';
+import { freePort } from './ports.ts';
+import { waitFor } from './wait.ts';
+import type { ClusterInfo } from '../harness/cluster/harness.ts';
 
-const ROOT = new URL('../../../', import.meta.url).pathname;
+const ROOT = new URL('../../', import.meta.url).pathname;
 
 export interface WebhookProcess {
   port: number;

@@ -6,12 +6,12 @@
  */
 import { BatchV1Api, CoreV1Api, KubeConfig, RbacAuthorizationV1Api, type V1Job, type V1Volume } from '@kubernetes/client-node';
 import { randomBytes } from 'node:crypto';
-import { NAMES } from '../../src/contract/env.ts';
+import { NAMES } from '../../../src/contract/env.ts';
 import type { ClusterInfo } from '../cluster/harness.ts';
-import { waitFor } from '../cluster/wait.ts';
-import { startWebhook, type WebhookProcess } from '../e2e/support/webhook-process.ts';
+import { waitFor } from '../../support/wait.ts';
+import { startWebhook, type WebhookProcess } from '../../support/webhook-process.ts';
 import { VictoriaLogs, exact } from '../servers/victorialogs.ts';
-import { ensureSidecarBundle } from '../support/sidecar.ts';
+import { ensureSidecarBundle } from '../../support/sidecar.ts';
 import { TestKubelet, type KubeletOptions } from './kubelet.ts';
 
 export const LOG_READER_CLUSTERROLE = 'jobharvest-log-reader';

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments, stringify } from 'yaml';
 
-export const CHART_DIR = fileURLToPath(new URL('../../charts/jobharvest', import.meta.url));
+export const CHART_DIR = fileURLToPath(new URL('../../../charts/jobharvest', import.meta.url));
 
 export interface K8sObject {
   apiVersion: string;

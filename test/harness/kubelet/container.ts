@@ -4,7 +4,8 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { constants } from 'node:os';
-import type { ContainerLogWriter, Stream } from '../support/kubelet-log-writer.ts';
+import type { ContainerLogWriter, Stream } from '../../support/kubelet-log-writer.ts';
+import { trackGroup } from '../../support/process.ts';
 
 export interface InstanceResult {
   exitCode: number;
@@ -25,24 +26,6 @@ export interface StartSpec {
   keepLines?: number;
 }
 
-// Every process group still running, so that a crashing test run does not
-// leave containers behind.
-const live = new Set<number>();
-let hooked = false;
-function hookExit(): void {
-  if (hooked) return;
-  hooked = true;
-  process.once('exit', () => {
-    for (const pgid of live) {
-      try {
-        process.kill(-pgid, 'SIGKILL');
-      } catch {
-        // already gone
-      }
-    }
-  });
-}
-
 export class ContainerInstance {
   readonly startedAt = new Date();
   readonly done: Promise<InstanceResult>;
@@ -52,13 +35,13 @@ export class ContainerInstance {
   private exited = false;
 
   constructor(private readonly spec: StartSpec) {
-    hookExit();
     const [cmd, ...args] = spec.argv;
     // detached: its own process group, which plays the container's PID
     // namespace: when the main process ends, everything it left is killed.
     this.child = spawn(cmd!, args, { cwd: spec.cwd, env: spec.env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     const pid = this.child.pid;
-    if (pid !== undefined) live.add(pid);
+    // A crashing test run must not leave containers behind.
+    const untrack = pid !== undefined ? trackGroup(pid) : undefined;
     this.pipe(this.child.stdout!, 'stdout');
     this.pipe(this.child.stderr!, 'stderr');
     this.done = new Promise((resolve) => {
@@ -68,7 +51,7 @@ export class ContainerInstance {
         this.exited = true;
         if (pid !== undefined) {
           this.killGroup('SIGKILL');
-          live.delete(pid);
+          untrack?.();
         }
       });
       this.child.once('close', (code, signal) => {

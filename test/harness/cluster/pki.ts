@@ -6,7 +6,7 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { generateCa, generateServing } from '../../src/tls/generate.ts';
+import { generateCa, generateServing } from '../../../src/tls/generate.ts';
 
 export interface Pki {
   dir: string;

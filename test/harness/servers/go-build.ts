@@ -7,7 +7,7 @@ import { keyedDir } from './cache.ts';
 const here = dirname(fileURLToPath(import.meta.url));
 
 export interface GoProgram {
-  /** Binary name, and the folder under test/servers holding its go.mod and go.sum. */
+  /** Binary name, and the folder under test/harness/servers holding its go.mod and go.sum. */
   name: string;
   /** Package to build, resolved through that module's pinned dependencies. */
   pkg: string;

@@ -6,7 +6,7 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ENV } from '../../src/contract/env.ts';
+import { ENV } from '../../../src/contract/env.ts';
 import type { Mount } from './volumes.ts';
 
 export interface ImageSpec {
@@ -27,7 +27,7 @@ export function imageName(image: string): string {
   return last.split(':')[0]!;
 }
 
-export const REPO = resolve(fileURLToPath(new URL('../../', import.meta.url)));
+export const REPO = resolve(fileURLToPath(new URL('../../../', import.meta.url)));
 
 /** The Node.js the repository pins (v24), which the image ships too. */
 export function repoNode(): string {

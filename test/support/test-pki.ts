@@ -1,6 +1,7 @@
-// TLS material for the stream sinks' tests (syslog, forward): a CA, a server
-// certificate for 127.0.0.1/localhost and a client certificate, all signed by
-// that CA, written as PEM files the sidecar's TLS settings can point at.
+// TLS material for the stream sinks' tests (syslog, forward), in the sidecar's unit
+// tests and the integration tests alike: a CA, a server certificate for
+// 127.0.0.1/localhost and a client certificate, all signed by that CA, written as
+// PEM files the sidecar's TLS settings can point at.
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import selfsigned from 'selfsigned';

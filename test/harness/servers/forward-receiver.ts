@@ -2,8 +2,8 @@ import type { ChildProcess } from 'node:child_process';
 import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync, type WriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { canConnect, freePort } from '../cluster/ports.ts';
-import { exited, spawnLogged, tailFile, terminate, waitStarted } from '../support/children.ts';
+import { canConnect, freePort } from '../../support/ports.ts';
+import { exited, spawnLogged, tailFile, terminate, waitStarted } from '../../support/process.ts';
 import { OTELCOL, ensureGoProgram } from './go-build.ts';
 
 /** One log record as the collector wrote it: body, attributes and time. */
@@ -27,7 +27,7 @@ function plain(v: OtlpValue | undefined): string | number | boolean {
 /**
  * A real Fluentd forward receiver: the OpenTelemetry Collector's
  * fluentforward receiver (built from the pinned Go modules in
- * test/servers/otelcol) feeding the file exporter. The receiver sends
+ * test/harness/servers/otelcol) feeding the file exporter. The receiver sends
  * {"ack": chunk} only after the pipeline (here: the file writer) took the
  * chunk. The file is appended to across restarts; a SIGTERM restart flushes
  * it first.

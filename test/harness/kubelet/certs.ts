@@ -4,7 +4,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { generateServing } from '../../src/tls/generate.ts';
+import { generateServing } from '../../../src/tls/generate.ts';
 
 export async function kubeletServingCert(certsDir: string, nodeName: string, ip: string): Promise<{ cert: string; key: string }> {
   const [caCert, caKey] = await Promise.all([readFile(join(certsDir, 'ca.crt'), 'utf8'), readFile(join(certsDir, 'ca.key'), 'utf8')]);

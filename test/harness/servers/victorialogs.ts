@@ -2,8 +2,8 @@ import type { ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdtempSync, rmSync, type WriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort } from '../cluster/ports.ts';
-import { exited, spawnLogged, tailFile, terminate, waitStarted } from '../support/children.ts';
+import { freePort } from '../../support/ports.ts';
+import { exited, spawnLogged, tailFile, terminate, waitStarted } from '../../support/process.ts';
 import { VICTORIA_LOGS, ensureGoProgram } from './go-build.ts';
 
 export interface VictoriaLogsOptions {

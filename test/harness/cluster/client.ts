@@ -17,7 +17,7 @@ import { randomBytes } from 'node:crypto';
 import { inject } from 'vitest';
 import type { ClusterInfo } from './harness.ts';
 
-export { waitFor } from './wait.ts';
+export { waitFor } from '../../support/wait.ts';
 export type { ClusterInfo } from './harness.ts';
 
 export function kubeConfigFor(info: ClusterInfo): KubeConfig {

@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-export const GOLDEN_DIR = fileURLToPath(new URL('../golden/', import.meta.url));
+export const GOLDEN_DIR = fileURLToPath(new URL('./', import.meta.url));
 
 export interface GoldenCase {
   name: string;

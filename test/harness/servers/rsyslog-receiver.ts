@@ -2,8 +2,8 @@ import { execFileSync, type ChildProcess } from 'node:child_process';
 import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync, type WriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { canConnect, freePort } from '../cluster/ports.ts';
-import { exited, spawnLogged, tailFile, terminate, waitStarted } from '../support/children.ts';
+import { canConnect, freePort } from '../../support/ports.ts';
+import { exited, spawnLogged, tailFile, terminate, waitStarted } from '../../support/process.ts';
 import { ensureRsyslog } from './rsyslog.ts';
 
 /** Debian packages holding the TLS (gtls) netstream driver and the RELP input. */

@@ -14,9 +14,9 @@ import { httpCall } from './http.ts';
 import { writeKubeconfig } from './kubeconfig.ts';
 import { createPki } from './pki.ts';
 import { createKubeletClientCert } from './kubelet-client.ts';
-import { freePorts } from './ports.ts';
-import { describeExit, onRunnerExit, startProcess, startWatchdog, type ManagedProcess } from './process.ts';
-import { waitFor } from './wait.ts';
+import { freePorts } from '../../support/ports.ts';
+import { describeExit, onRunnerExit, startProcess, startWatchdog, type ManagedProcess } from '../../support/process.ts';
+import { waitFor } from '../../support/wait.ts';
 
 /**
  * Controllers the tests rely on. The garbage collector is required because
@@ -46,7 +46,7 @@ const ADMIN_USER = 'jobharvest-admin';
 const CONTROLLER_MANAGER_USER = 'system:kube-controller-manager';
 
 export interface ClusterOptions {
-  /** Folder holding the binaries; defaults to test/cluster/bin. */
+  /** Folder holding the binaries; defaults to test/harness/cluster/bin. */
   binDir?: string;
   /** Parent of the cluster's temporary folder; defaults to the OS temp dir. */
   tmpRoot?: string;
@@ -237,7 +237,7 @@ async function startOnce(opts: ClusterOptions, mayRetry: boolean): Promise<Clust
       // Service's endpoint, which endpoint validation rejects as loopback.
       '--endpoint-reconciler-type=none',
       '--profiling=false',
-      // pods/log, exec and port-forward go to a kubelet (test/kubelet): the API
+      // pods/log, exec and port-forward go to a kubelet (test/harness/kubelet): the API
       // server proves itself with a client certificate and checks the kubelet's
       // serving certificate against the cluster CA, at the node's InternalIP.
       `--kubelet-client-certificate=${kubeletClient.certPath}`,

@@ -1,6 +1,6 @@
 /**
  * Starts the test cluster by hand for debugging and keeps it up until Ctrl-C:
- *   npx tsx test/cluster/up.ts
+ *   npx tsx test/harness/cluster/up.ts
  *   KUBECONFIG=<printed path> helm ... / curl ...
  */
 import { startCluster } from './harness.ts';
