@@ -4,7 +4,7 @@
 // container and restart. partial_success rejections are dead-lettered.
 import type { Resource } from '@opentelemetry/resources';
 import type { ReadableLogRecord } from '@opentelemetry/sdk-logs';
-import { VERSION } from '../../src/version.ts';
+import { VERSION } from '../../src/contract/version.ts';
 import type { Identity } from '../config.ts';
 import { FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type LogRecord } from '../records/record.ts';
 import { nowTime, parseTimestamp } from '../records/timestamp.ts';

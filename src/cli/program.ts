@@ -1,7 +1,7 @@
 import { Command, Option } from 'commander';
 import { readFileSync } from 'node:fs';
 import { ERROR_CODES, JobharvestError } from '../core/errors.ts';
-import { VERSION } from '../version.ts';
+import { VERSION } from '../contract/version.ts';
 import { injectManifests, parseManifests, renderManifests } from './manifests.ts';
 import { loadConfig, type SettingFlags } from './options.ts';
 import { webhookOptions, type WebhookFlags } from './webhook-flags.ts';

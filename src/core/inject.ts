@@ -1,5 +1,5 @@
 import { ENV, NAMES, SUBPATH_EXPR, type SourceMode } from '../contract/env.ts';
-import { VERSION } from '../version.ts';
+import { VERSION } from '../contract/version.ts';
 import { ANNOTATIONS, DEFAULT_CONTAINER_ANNOTATION, JOB_NAME_LABEL } from './annotations.ts';
 import type { Config } from './config.ts';
 import { chooseFailureExitCode } from './exit-code.ts';
