@@ -179,6 +179,75 @@ export class BodyBuilder {
     return true;
   }
 
+  /** One byte (a protobuf tag, for one). */
+  byte(b: number): void {
+    this.ensure(1);
+    this.buf[this.len++] = b;
+  }
+
+  /** A protobuf varint of a non-negative safe integer. */
+  varint(v: number): void {
+    this.ensure(10);
+    const buf = this.buf;
+    let o = this.len;
+    while (v > 0x7f) {
+      buf[o++] = (v % 128) | 0x80;
+      v = Math.floor(v / 128);
+    }
+    buf[o++] = v;
+    this.len = o;
+  }
+
+  /** A little-endian 64-bit integer given as its low and high 32-bit halves (protobuf fixed64). */
+  fixed64(lo: number, hi: number): void {
+    this.ensure(8);
+    const buf = this.buf;
+    const o = this.len;
+    buf[o] = lo;
+    buf[o + 1] = lo >>> 8;
+    buf[o + 2] = lo >>> 16;
+    buf[o + 3] = lo >>> 24;
+    buf[o + 4] = hi;
+    buf[o + 5] = hi >>> 8;
+    buf[o + 6] = hi >>> 16;
+    buf[o + 7] = hi >>> 24;
+    this.len = o + 8;
+  }
+
+  /** Bytes [s, e) of `src` in one native copy (message bodies, hundreds of bytes). */
+  slice(src: Uint8Array, s: number, e: number): void {
+    this.ensure(e - s);
+    this.buf.set(src.subarray(s, e), this.len);
+    this.len += e - s;
+  }
+
+  /** A string as UTF-8 whose encoded length the caller already knows. */
+  utf8(s: string, byteLength: number): void {
+    this.ensure(byteLength);
+    this.len += this.buf.write(s, this.len);
+  }
+
+  /** Leaves `n` bytes to be filled in later by header(); returns where they start. */
+  reserve(n: number): number {
+    this.ensure(n);
+    const at = this.len;
+    this.len += n;
+    return at;
+  }
+
+  /**
+   * Puts `head` into the `reserved` bytes at `at` and closes the gap left,
+   * moving what was written after them: a length prefix whose varint size is
+   * known only once its message is written.
+   */
+  header(at: number, reserved: number, head: Uint8Array): void {
+    const gap = reserved - head.length;
+    if (gap < 0) throw new RangeError('header longer than its reservation');
+    if (gap > 0) this.buf.copyWithin(at + head.length, at + reserved, this.len);
+    this.buf.set(head, at);
+    this.len -= gap;
+  }
+
   private ensure(extra: number): void {
     const need = this.len + extra;
     if (need <= this.buf.length) return;

@@ -1,5 +1,7 @@
-// OTLP/HTTP logs, protobuf or JSON, encoded by the OpenTelemetry JS
-// serializers (loaded only when this sink is chosen). Resource attributes
+// OTLP/HTTP logs, protobuf or JSON. Protobuf is written straight into the
+// request body by encode/otlp.ts (the hot path, no OpenTelemetry module
+// loaded); JSON goes through the OpenTelemetry JS serializer (loaded only
+// when chosen). Resource attributes
 // follow the OpenTelemetry Kubernetes semantic conventions, one resource per
 // container and restart. partial_success rejections are dead-lettered.
 import type { Resource } from '@opentelemetry/resources';
@@ -8,6 +10,8 @@ import { VERSION } from '../../src/contract/version.ts';
 import type { Identity } from '../config.ts';
 import { FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type LogRecord } from '../records/record.ts';
 import { nowTime, parseTimestamp } from '../records/timestamp.ts';
+import { releaser } from '../encode/body.ts';
+import { OtlpEncoder, decodeExportLogsResponse } from '../encode/otlp.ts';
 import { withPath } from './http/client.ts';
 import { metadataFields } from '../encode/document.ts';
 import { attempt } from './http/result.ts';
@@ -17,8 +21,7 @@ export const OTLP_LOGS_PATH = '/v1/logs';
 
 type Attributes = ReadableLogRecord['attributes'];
 
-interface Serializer {
-  serializeRequest(records: ReadableLogRecord[]): Uint8Array | undefined;
+interface ResponseReader {
   deserializeResponse(data: Uint8Array): { partialSuccess?: { rejectedLogRecords?: number | string; errorMessage?: string } };
 }
 
@@ -64,7 +67,7 @@ export class OtlpRecordBuilder {
   }
 }
 
-export function interpretPartialSuccess(serializer: Serializer, body: Buffer, records: readonly LogRecord[]): SendResult {
+export function interpretPartialSuccess(serializer: ResponseReader, body: Buffer, records: readonly LogRecord[]): SendResult {
   if (body.length === 0) return { kind: 'ok' };
   let partial: { rejectedLogRecords?: number | string; errorMessage?: string } | undefined;
   try {
@@ -81,24 +84,35 @@ export function interpretPartialSuccess(serializer: Serializer, body: Buffer, re
 }
 
 export async function createSink(ctx: SinkContext): Promise<Sink> {
-  const [{ ProtobufLogsSerializer, JsonLogsSerializer }, { resourceFromAttributes }] = await Promise.all([
-    import('@opentelemetry/otlp-transformer'),
-    import('@opentelemetry/resources'),
-  ]);
-  const json = ctx.config.otlpEncoding === 'json';
-  const serializer: Serializer = json ? JsonLogsSerializer : ProtobufLogsSerializer;
-  const contentType = json ? 'application/json' : 'application/x-protobuf';
-  const builder = new OtlpRecordBuilder(ctx.config.identity, (attrs) => resourceFromAttributes(attrs));
   const url = withPath(ctx.config.endpoint!, OTLP_LOGS_PATH);
   const client = ctx.http();
+  if (ctx.config.otlpEncoding !== 'json') {
+    const responses = { deserializeResponse: decodeExportLogsResponse };
+    const encoder = new OtlpEncoder(ctx.config.identity, 'jobharvest', VERSION);
+    return {
+      async send(records, signal) {
+        const body = encoder.request(records);
+        const release = releaser(body);
+        try {
+          const { result, response } = await attempt(() => client.post(url, body, { contentType: 'application/x-protobuf', signal, release }));
+          if (result.kind !== 'ok' || !response) return result;
+          return interpretPartialSuccess(responses, response.body, records);
+        } finally {
+          release();
+        }
+      },
+    };
+  }
+  const [{ JsonLogsSerializer }, { resourceFromAttributes }] = await Promise.all([import('@opentelemetry/otlp-transformer'), import('@opentelemetry/resources')]);
+  const builder = new OtlpRecordBuilder(ctx.config.identity, (attrs) => resourceFromAttributes(attrs));
   return {
     async send(records, signal) {
-      const encoded = serializer.serializeRequest(builder.build(records));
+      const encoded = JsonLogsSerializer.serializeRequest(builder.build(records));
       if (!encoded) return { kind: 'fail', reason: 'otlp serializer produced no request' };
       const body = Buffer.from(encoded.buffer, encoded.byteOffset, encoded.byteLength);
-      const { result, response } = await attempt(() => client.post(url, body, { contentType, signal }));
+      const { result, response } = await attempt(() => client.post(url, body, { contentType: 'application/json', signal }));
       if (result.kind !== 'ok' || !response) return result;
-      return interpretPartialSuccess(serializer, response.body, records);
+      return interpretPartialSuccess(JsonLogsSerializer, response.body, records);
     },
   };
 }

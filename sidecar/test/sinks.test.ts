@@ -1,6 +1,5 @@
 import { JsonLogsSerializer, ProtobufLogsSerializer } from '@opentelemetry/otlp-transformer';
 import { resourceFromAttributes } from '@opentelemetry/resources';
-import protobuf from 'protobufjs';
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { FLAG_MALFORMED, FLAG_TRUNCATED, recordId } from '../records/record.ts';
@@ -11,6 +10,7 @@ import { OtlpRecordBuilder, interpretPartialSuccess } from '../sinks/otlp.ts';
 import { createSink as createStdoutSink } from '../sinks/stdout.ts';
 import { parseTimestamp, nanosText } from '../records/timestamp.ts';
 import { makeMeta, makeRecord, testConfig } from './helpers.ts';
+import { otlpRoot } from './otlp-proto.ts';
 
 const cfg = testConfig();
 const id = cfg.identity;
@@ -21,49 +21,6 @@ const records = [
   makeRecord('second\twith tab ✓', { file: fileA, offset: 77, stream: 'stderr', ts: '2024-05-06T07:08:10Z', flags: FLAG_TRUNCATED }),
   makeRecord('raw garbage', { file: fileB, offset: 5, stream: 'unknown', ts: '2024-05-06T09:08:09.5+02:00', flags: FLAG_MALFORMED }),
 ];
-
-// The official OTLP logs messages (opentelemetry-proto), field numbers as published.
-const otlpRoot = protobuf.Root.fromJSON({
-  nested: {
-    otlp: {
-      nested: {
-        AnyValue: {
-          oneofs: { value: { oneof: ['stringValue', 'boolValue', 'intValue', 'doubleValue', 'arrayValue', 'kvlistValue', 'bytesValue'] } },
-          fields: {
-            stringValue: { type: 'string', id: 1 },
-            boolValue: { type: 'bool', id: 2 },
-            intValue: { type: 'int64', id: 3 },
-            doubleValue: { type: 'double', id: 4 },
-            arrayValue: { type: 'ArrayValue', id: 5 },
-            kvlistValue: { type: 'KeyValueList', id: 6 },
-            bytesValue: { type: 'bytes', id: 7 },
-          },
-        },
-        ArrayValue: { fields: { values: { rule: 'repeated', type: 'AnyValue', id: 1 } } },
-        KeyValueList: { fields: { values: { rule: 'repeated', type: 'KeyValue', id: 1 } } },
-        KeyValue: { fields: { key: { type: 'string', id: 1 }, value: { type: 'AnyValue', id: 2 } } },
-        Resource: { fields: { attributes: { rule: 'repeated', type: 'KeyValue', id: 1 }, droppedAttributesCount: { type: 'uint32', id: 2 } } },
-        InstrumentationScope: { fields: { name: { type: 'string', id: 1 }, version: { type: 'string', id: 2 } } },
-        LogRecord: {
-          fields: {
-            timeUnixNano: { type: 'fixed64', id: 1 },
-            severityNumber: { type: 'int32', id: 2 },
-            severityText: { type: 'string', id: 3 },
-            body: { type: 'AnyValue', id: 5 },
-            attributes: { rule: 'repeated', type: 'KeyValue', id: 6 },
-            droppedAttributesCount: { type: 'uint32', id: 7 },
-            observedTimeUnixNano: { type: 'fixed64', id: 11 },
-          },
-        },
-        ScopeLogs: { fields: { scope: { type: 'InstrumentationScope', id: 1 }, logRecords: { rule: 'repeated', type: 'LogRecord', id: 2 } } },
-        ResourceLogs: { fields: { resource: { type: 'Resource', id: 1 }, scopeLogs: { rule: 'repeated', type: 'ScopeLogs', id: 2 } } },
-        ExportLogsServiceRequest: { fields: { resourceLogs: { rule: 'repeated', type: 'ResourceLogs', id: 1 } } },
-        ExportLogsPartialSuccess: { fields: { rejectedLogRecords: { type: 'int64', id: 1 }, errorMessage: { type: 'string', id: 2 } } },
-        ExportLogsServiceResponse: { fields: { partialSuccess: { type: 'ExportLogsPartialSuccess', id: 1 } } },
-      },
-    },
-  },
-});
 
 function kv(list: Array<{ key: string; value: Record<string, unknown> }>): Record<string, unknown> {
   return Object.fromEntries(list.map((a) => [a.key, Object.values(a.value)[0]]));

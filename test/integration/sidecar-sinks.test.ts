@@ -39,6 +39,8 @@ describe('sidecar ships every line to a real VictoriaLogs, with its metadata', (
     { name: 'otlp-protobuf', sink: 'otlp', endpoint: () => vl.endpoints.otlp, settings: { OTLP_ENCODING: 'protobuf' } },
     // VictoriaLogs ingests OTLP protobuf only: JSON goes through a real collector.
     { name: 'otlp-json', sink: 'otlp', endpoint: () => collector.logsUrl, settings: { OTLP_ENCODING: 'json' } },
+    // The protobuf the sidecar writes itself, decoded by the collector's own (strict) Go decoder.
+    { name: 'otlp-protobuf-collector', sink: 'otlp', endpoint: () => collector.logsUrl, settings: { OTLP_ENCODING: 'protobuf' } },
   ];
 
   for (const c of cases) {

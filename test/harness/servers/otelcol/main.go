@@ -2,14 +2,18 @@
 // tests: it receives OTLP/HTTP (protobuf and JSON) and forwards logs as OTLP
 // protobuf to VictoriaLogs, which only ingests protobuf. It also receives the
 // Fluentd forward protocol (acknowledging a chunk only once the pipeline took
-// it) and can write logs to a file, for the forward sink's tests. It is the layout the
-// collector's own builder generates, trimmed to the components the tests use.
+// it) and can write logs to a file, for the forward sink's tests. The filelog
+// receiver (with its container operator) and the batch processor make it the
+// collector a user would put beside a Job, the peer in bench:sidecar. It is
+// the layout the collector's own builder generates, trimmed to the components
+// the tests and benchmarks use.
 package main
 
 import (
 	"os"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/fileexporter"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/receiver/filelogreceiver"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/receiver/fluentforwardreceiver"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
@@ -22,6 +26,7 @@ import (
 	"go.opentelemetry.io/collector/extension"
 	"go.opentelemetry.io/collector/otelcol"
 	"go.opentelemetry.io/collector/processor"
+	"go.opentelemetry.io/collector/processor/batchprocessor"
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/otlpreceiver"
 	"go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
@@ -33,13 +38,13 @@ func components() (otelcol.Factories, error) {
 	if factories.Extensions, err = otelcol.MakeFactoryMap[extension.Factory](); err != nil {
 		return otelcol.Factories{}, err
 	}
-	if factories.Receivers, err = otelcol.MakeFactoryMap[receiver.Factory](otlpreceiver.NewFactory(), fluentforwardreceiver.NewFactory()); err != nil {
+	if factories.Receivers, err = otelcol.MakeFactoryMap[receiver.Factory](otlpreceiver.NewFactory(), fluentforwardreceiver.NewFactory(), filelogreceiver.NewFactory()); err != nil {
 		return otelcol.Factories{}, err
 	}
 	if factories.Exporters, err = otelcol.MakeFactoryMap[exporter.Factory](otlphttpexporter.NewFactory(), fileexporter.NewFactory()); err != nil {
 		return otelcol.Factories{}, err
 	}
-	if factories.Processors, err = otelcol.MakeFactoryMap[processor.Factory](); err != nil {
+	if factories.Processors, err = otelcol.MakeFactoryMap[processor.Factory](batchprocessor.NewFactory()); err != nil {
 		return otelcol.Factories{}, err
 	}
 	if factories.Connectors, err = otelcol.MakeFactoryMap[connector.Factory](); err != nil {

@@ -1,0 +1,143 @@
+import { createServer, type Server } from 'node:http';
+import { gunzipSync } from 'node:zlib';
+
+/**
+ * Log records in an ExportLogsServiceRequest, counted exactly by walking the
+ * protobuf: resource_logs (1) → scope_logs (2) → log_records (2). A generic
+ * decoder would build every record and its attributes only to count them;
+ * this reads the tags and lengths (without allocating: it runs for every
+ * record of the benchmark on the receivers' core), and throws on anything
+ * malformed.
+ */
+export function countLogRecords(b: Uint8Array): number {
+  return new Walker(b).count();
+}
+
+class Walker {
+  private pos = 0;
+  constructor(private readonly b: Uint8Array) {}
+
+  count(): number {
+    let n = 0;
+    this.fields(0, this.b.length, 1, (s, e) =>
+      this.fields(s, e, 2, (s2, e2) =>
+        this.fields(s2, e2, 2, () => {
+          n++;
+        }),
+      ),
+    );
+    return n;
+  }
+
+  private varint(): number {
+    const b = this.b;
+    let v = 0;
+    let mul = 1;
+    for (let i = this.pos; i < b.length && i < this.pos + 10; i++) {
+      const x = b[i]!;
+      v += (x & 0x7f) * mul;
+      mul *= 128;
+      if (x < 0x80) {
+        this.pos = i + 1;
+        return v;
+      }
+    }
+    throw new Error(`bad varint at ${this.pos}`);
+  }
+
+  /** Calls `on` for each length-delimited field numbered `want` of the message at [s, e); skips the others. */
+  private fields(s: number, e: number, want: number, on: (s: number, e: number) => void): void {
+    this.pos = s;
+    while (this.pos < e) {
+      const key = this.varint();
+      const wire = key & 7;
+      if (wire === 0) this.varint();
+      else if (wire === 1) this.pos += 8;
+      else if (wire === 5) this.pos += 4;
+      else if (wire === 2) {
+        const len = this.varint();
+        const at = this.pos;
+        if (at + len > e) throw new Error(`field ${key >>> 3} runs past its message`);
+        if (key >>> 3 === want) on(at, at + len);
+        this.pos = at + len;
+      } else throw new Error(`unsupported wire type ${wire}`);
+    }
+    if (this.pos !== e) throw new Error('message ends inside a field');
+  }
+}
+
+export interface OtlpStats {
+  records: number;
+  requests: number;
+  wireBytes: number;
+  firstRequestAt: number | undefined;
+  lastRequestAt: number | undefined;
+}
+
+/** An OTLP/HTTP logs endpoint that counts records exactly and answers with an empty ExportLogsServiceResponse. */
+export class CountingOtlpReceiver {
+  readonly stats: OtlpStats = { records: 0, requests: 0, wireBytes: 0, firstRequestAt: undefined, lastRequestAt: undefined };
+  private waiters: { records: number; resolve: () => void }[] = [];
+  private failure: Error | undefined;
+
+  private constructor(private readonly server: Server) {}
+
+  static async start(): Promise<CountingOtlpReceiver> {
+    const server = createServer({ keepAliveTimeout: 60_000 });
+    const r = new CountingOtlpReceiver(server);
+    server.on('request', (req, res) => {
+      r.stats.requests++;
+      r.stats.firstRequestAt ??= Date.now();
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.once('end', () => {
+        try {
+          const wire = Buffer.concat(chunks);
+          const gz = /gzip/i.test(String(req.headers['content-encoding'] ?? ''));
+          if (!/protobuf/.test(String(req.headers['content-type'] ?? ''))) throw new Error(`content-type ${req.headers['content-type']}`);
+          r.add(countLogRecords(gz ? gunzipSync(wire) : wire), wire.length);
+          res.writeHead(200, { 'content-type': 'application/x-protobuf', 'content-length': '0' });
+          res.end();
+        } catch (err) {
+          r.failure ??= err as Error;
+          res.writeHead(400);
+          res.end(String(err));
+        }
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return r;
+  }
+
+  private add(records: number, wireBytes: number): void {
+    this.stats.records += records;
+    this.stats.wireBytes += wireBytes;
+    this.stats.lastRequestAt = Date.now();
+    this.waiters = this.waiters.filter((w) => {
+      if (this.stats.records < w.records) return true;
+      w.resolve();
+      return false;
+    });
+  }
+
+  get url(): string {
+    const a = this.server.address();
+    if (!a || typeof a === 'string') throw new Error('not listening');
+    return `http://127.0.0.1:${a.port}`;
+  }
+
+  /** Resolves once `records` were counted; rejects on a malformed request or the timeout. */
+  waitForRecords(records: number, timeoutMs: number): Promise<void> {
+    if (this.failure) return Promise.reject(this.failure);
+    if (this.stats.records >= records) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(this.failure ?? new Error(`received ${this.stats.records} of ${records} records after ${timeoutMs} ms`)), timeoutMs);
+      this.waiters.push({ records, resolve: () => (clearTimeout(timer), resolve()) });
+    });
+  }
+
+  close(): Promise<void> {
+    this.server.closeAllConnections();
+    return new Promise((resolve) => this.server.close(() => resolve()));
+  }
+}

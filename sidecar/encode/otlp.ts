@@ -1,0 +1,381 @@
+// OTLP/HTTP protobuf (ExportLogsServiceRequest) written straight into a
+// request body, the way DocumentEncoder writes NDJSON. The generic
+// serializers need an SDK record object, a resource map and a size-estimating
+// pass per line; here the shape is fixed, so per-file parts (resource, scope,
+// the id's prefix) are encoded once and a record costs its timestamp, one
+// copy of its message bytes and a few length prefixes.
+//
+// Field numbers are opentelemetry-proto's (logs/v1, common/v1,
+// resource/v1); sidecar/test/otlp-encoder.test.ts decodes the output with
+// them and compares it with the OpenTelemetry serializer's, field by field.
+import { isUtf8 } from 'node:buffer';
+import type { Identity } from '../config.ts';
+import { CriRecord, FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type FileMeta, type LogRecord, type Stream } from '../records/record.ts';
+import { nowTime, parseTimestamp, type EpochTime } from '../records/timestamp.ts';
+import { BodyBuilder } from './body.ts';
+import { metadataFields } from './document.ts';
+
+// Wire types: 0 varint, 1 fixed64, 2 length-delimited.
+const tag = (field: number, wire: number) => (field << 3) | wire;
+const T_RESOURCE_LOGS = tag(1, 2); // ExportLogsServiceRequest.resource_logs
+const T_RESOURCE = tag(1, 2); // ResourceLogs.resource
+const T_SCOPE_LOGS = tag(2, 2); // ResourceLogs.scope_logs
+const T_SCOPE = tag(1, 2); // ScopeLogs.scope
+const T_LOG_RECORD = tag(2, 2); // ScopeLogs.log_records
+const T_TIME = tag(1, 1); // LogRecord.time_unix_nano
+const T_BODY = tag(5, 2); // LogRecord.body
+const T_ATTRIBUTE = tag(6, 2); // LogRecord.attributes, Resource.attributes (1)
+const T_OBSERVED = tag(11, 1); // LogRecord.observed_time_unix_nano
+const T_KEY = tag(1, 2); // KeyValue.key; InstrumentationScope.name
+const T_VALUE = tag(2, 2); // KeyValue.value; InstrumentationScope.version
+const T_STRING = tag(1, 2); // AnyValue.string_value
+const T_BOOL = tag(2, 0); // AnyValue.bool_value
+const T_INT = tag(3, 0); // AnyValue.int_value
+const T_RES_ATTRIBUTE = tag(1, 2); // Resource.attributes
+
+const UID_KEY = 'log.record.uid';
+const TWO_32 = 2 ** 32;
+const TWO_16 = 2 ** 16;
+
+export function varintSize(v: number): number {
+  return v < 0x80 ? 1 : v < 0x4000 ? 2 : v < 0x200000 ? 3 : v < 0x10000000 ? 4 : v < 0x800000000 ? 5 : Math.ceil(Math.log2(v + 1) / 7);
+}
+
+function decimalDigits(v: number): number {
+  if (v > 0x7fffffff) return String(v).length;
+  return v < 100000 ? (v < 100 ? (v < 10 ? 1 : 2) : v < 1000 ? 3 : v < 10000 ? 4 : 5) : v < 10000000 ? (v < 1000000 ? 6 : 7) : v < 100000000 ? 8 : v < 1000000000 ? 9 : 10;
+}
+
+/** A small protobuf message built once (per file, stream or flag), not per record. */
+class Bytes {
+  private readonly parts: number[] = [];
+  byte(b: number): this {
+    this.parts.push(b);
+    return this;
+  }
+  varint(v: number): this {
+    while (v > 0x7f) {
+      this.parts.push((v % 128) | 0x80);
+      v = Math.floor(v / 128);
+    }
+    this.parts.push(v);
+    return this;
+  }
+  raw(b: Uint8Array): this {
+    for (const x of b) this.parts.push(x);
+    return this;
+  }
+  /** A length-delimited field. */
+  field(t: number, content: Uint8Array): this {
+    return this.byte(t).varint(content.length).raw(content);
+  }
+  string(t: number, s: string): this {
+    return this.field(t, Buffer.from(s, 'utf8'));
+  }
+  done(): Buffer {
+    return Buffer.from(this.parts);
+  }
+}
+
+function anyValue(v: string | number | boolean): Buffer {
+  if (typeof v === 'string') return new Bytes().string(T_STRING, v).done();
+  if (typeof v === 'boolean') return new Bytes().byte(T_BOOL).varint(v ? 1 : 0).done();
+  // Attributes here are counts (restart_count), the int_value the SDK uses for integers.
+  return new Bytes().byte(T_INT).varint(v).done();
+}
+
+function keyValue(key: string, v: string | number | boolean): Buffer {
+  return new Bytes().string(T_KEY, key).field(T_VALUE, anyValue(v)).done();
+}
+
+/** A LogRecord attribute, tag and length included. */
+function attribute(key: string, v: string | number | boolean): Buffer {
+  return new Bytes().field(T_ATTRIBUTE, keyValue(key, v)).done();
+}
+
+const STREAM_ATTRIBUTE: Record<Stream, Buffer> = {
+  stdout: attribute('log.iostream', 'stdout'),
+  stderr: attribute('log.iostream', 'stderr'),
+  unknown: Buffer.alloc(0),
+};
+
+/** Flag attributes for each combination of the three flags, in the order the JSON documents use. */
+const FLAG_ATTRIBUTES: Buffer[] = [];
+for (let f = 0; f < 8; f++) {
+  const parts: Buffer[] = [];
+  if (f & FLAG_TRUNCATED) parts.push(attribute('jobharvest.truncated', true));
+  if (f & FLAG_MALFORMED) parts.push(attribute('jobharvest.malformed', true));
+  if (f & FLAG_INCOMPLETE) parts.push(attribute('jobharvest.incomplete', true));
+  FLAG_ATTRIBUTES.push(Buffer.concat(parts));
+}
+
+/** What one container run (resource) and one file contribute to every request. */
+interface FileParts {
+  /** ResourceLogs.resource and, inside scope_logs, ScopeLogs.scope, both with tag and length. */
+  resource: Buffer;
+  scope: Buffer;
+  /** The string value of log.record.uid up to its offset digits. */
+  idPrefix: Buffer;
+  /** Grouping key: records of one container run share a resource. */
+  key: string;
+}
+
+/** Encodes records as one ExportLogsServiceRequest per batch. */
+export class OtlpEncoder {
+  private readonly resources = new Map<string, Buffer>();
+  private readonly files = new WeakMap<FileMeta, FileParts>();
+  private readonly scope: Buffer;
+  private lastFile: FileMeta | undefined;
+  private lastParts: FileParts | undefined;
+  // The last timestamp's seconds, by the bytes they were parsed from.
+  private readonly lastKey = Buffer.alloc(40);
+  private lastKeyLen = 0;
+  private lastSec = 0;
+  private lo = 0;
+  private hi = 0;
+  /** A 32-bit view of the chunk the last message was scanned in (records of one chunk come in a row). */
+  private viewOf: Buffer | undefined;
+  private view: DataView | undefined;
+
+  constructor(
+    private readonly identity: Identity,
+    scopeName: string,
+    scopeVersion: string,
+  ) {
+    this.scope = new Bytes().field(T_SCOPE, new Bytes().string(T_KEY, scopeName).string(T_VALUE, scopeVersion).done()).done();
+  }
+
+  private partsOf(file: FileMeta): FileParts {
+    let p = this.files.get(file);
+    if (p) return p;
+    const key = `${file.container}\0${file.restart}`;
+    let resource = this.resources.get(key);
+    if (!resource) {
+      const attrs = new Bytes();
+      for (const [k, v] of Object.entries(metadataFields(this.identity, file))) attrs.field(T_RES_ATTRIBUTE, keyValue(k, v));
+      resource = new Bytes().field(T_RESOURCE, attrs.done()).done();
+      this.resources.set(key, resource);
+    }
+    p = { resource, scope: this.scope, idPrefix: Buffer.from(file.idPrefix, 'utf8'), key };
+    this.files.set(file, p);
+    return p;
+  }
+
+  /** The request body for `records`; `observed` is the time they were read, the same for the batch. */
+  request(records: readonly LogRecord[], observed: EpochTime = nowTime(), sizeHint = 0): Buffer {
+    const body = new BodyBuilder(sizeHint || records.length * 320);
+    this.time(observed.sec, observed.nanos);
+    const obsLo = this.lo;
+    const obsHi = this.hi;
+    let i = 0;
+    while (i < records.length) {
+      const parts = this.partsOf(records[i]!.file);
+      // Room for the longest headers; closed up once the group's length is known.
+      const reserved = 1 + 5 + parts.resource.length + 1 + 5 + parts.scope.length;
+      const at = body.reserve(reserved);
+      const start = body.length;
+      do {
+        this.record(body, records[i]!, obsLo, obsHi, observed);
+        i++;
+      } while (i < records.length && (records[i]!.file === records[i - 1]!.file || this.partsOf(records[i]!.file).key === parts.key));
+      const content = body.length - start;
+      const scopeLogs = parts.scope.length + content;
+      const resourceLogs = parts.resource.length + 1 + varintSize(scopeLogs) + scopeLogs;
+      const head = new Bytes().byte(T_RESOURCE_LOGS).varint(resourceLogs).raw(parts.resource).byte(T_SCOPE_LOGS).varint(scopeLogs).raw(parts.scope).done();
+      body.header(at, reserved, head);
+    }
+    return body.finish();
+  }
+
+  private record(body: BodyBuilder, r: LogRecord, obsLo: number, obsHi: number, observed: EpochTime): void {
+    if (r.file !== this.lastFile) {
+      this.lastFile = r.file;
+      this.lastParts = this.partsOf(r.file);
+    }
+    const p = this.lastParts!;
+    // The message: the bytes as read when they are valid UTF-8 (protobuf strings must be), else the decoded string, whose invalid sequences became U+FFFD.
+    let src: Buffer | undefined;
+    let s = 0;
+    let e = 0;
+    let text = '';
+    let n: number;
+    if (r instanceof CriRecord && this.validUtf8(r.src, r.msgAt, r.msgEnd)) {
+      src = r.src;
+      s = r.msgAt;
+      e = r.msgEnd;
+      n = e - s;
+    } else {
+      text = r.message;
+      n = Buffer.byteLength(text, 'utf8');
+    }
+    if (!(r instanceof CriRecord && this.timeOfBytes(r.src, r.tsAt, r.tsEnd))) {
+      const t = parseTimestamp(r.ts) ?? observed;
+      this.time(t.sec, t.nanos);
+    }
+    const anyLen = 1 + varintSize(n) + n;
+    const digits = decimalDigits(r.offset);
+    const uidLen = p.idPrefix.length + digits;
+    const uidAny = 1 + varintSize(uidLen) + uidLen;
+    const uidKv = 1 + 1 + UID_KEY.length + 1 + varintSize(uidAny) + uidAny;
+    const stream = STREAM_ATTRIBUTE[r.stream];
+    const flags = FLAG_ATTRIBUTES[r.flags & 7]!;
+    const len = 9 + 1 + varintSize(anyLen) + anyLen + 1 + varintSize(uidKv) + uidKv + stream.length + flags.length + 9;
+    body.byte(T_LOG_RECORD);
+    body.varint(len);
+    body.byte(T_TIME);
+    body.fixed64(this.lo, this.hi);
+    body.byte(T_BODY);
+    body.varint(anyLen);
+    body.byte(T_STRING);
+    body.varint(n);
+    if (src) body.slice(src, s, e);
+    else body.utf8(text, n);
+    body.byte(T_ATTRIBUTE);
+    body.varint(uidKv);
+    body.byte(T_KEY);
+    body.byte(UID_KEY.length);
+    body.ascii(UID_KEY);
+    body.byte(T_VALUE);
+    body.varint(uidAny);
+    body.byte(T_STRING);
+    body.varint(uidLen);
+    body.bytes(p.idPrefix);
+    body.uint(r.offset);
+    if (stream.length) body.bytes(stream);
+    if (flags.length) body.bytes(flags);
+    body.byte(T_OBSERVED);
+    body.fixed64(obsLo, obsHi);
+  }
+
+  /** ASCII four bytes at a time (the usual log line); anything else goes to the native UTF-8 check. */
+  private validUtf8(src: Buffer, s: number, e: number): boolean {
+    if (src !== this.viewOf) {
+      this.viewOf = src;
+      this.view = new DataView(src.buffer, src.byteOffset, src.byteLength);
+    }
+    const view = this.view!;
+    let high = 0;
+    let i = s;
+    for (; i + 4 <= e; i += 4) high |= view.getUint32(i, true);
+    for (; i < e; i++) high |= src[i]!;
+    if ((high & 0x80808080) === 0) return true;
+    return isUtf8(src.subarray(s, e));
+  }
+
+  /**
+   * Sets lo/hi from the CRI timestamp bytes [a, e) when their seconds match
+   * the last ones parsed (lines of one second share them); otherwise parses
+   * the text once. False if the bytes are no RFC 3339 timestamp.
+   */
+  private timeOfBytes(src: Buffer, a: number, e: number): boolean {
+    const n = e - a;
+    if (n < 20 || n > 40 || src[a + 10] !== 84) return false;
+    let i = a + 19;
+    let nanos = 0;
+    if (src[i] === 46) {
+      i++;
+      let digits = 0;
+      for (; i < e; i++) {
+        const c = src[i]!;
+        if (c < 48 || c > 57) break;
+        if (digits < 9) {
+          nanos = nanos * 10 + (c - 48);
+          digits++;
+        }
+      }
+      if (digits === 0) return false;
+      for (; digits < 9; digits++) nanos *= 10;
+    }
+    // The cache key is the text without its fraction: seconds and zone.
+    const keyLen = 19 + (e - i);
+    let same = keyLen === this.lastKeyLen;
+    if (same) {
+      const k = this.lastKey;
+      for (let j = 0; j < 19; j++) {
+        if (k[j] !== src[a + j]) {
+          same = false;
+          break;
+        }
+      }
+      if (same) for (let j = i, o = 19; j < e; j++, o++) if (k[o] !== src[j]) same = false;
+    }
+    if (!same) {
+      const t = parseTimestamp(src.toString('latin1', a, e));
+      if (!t) return false;
+      src.copy(this.lastKey, 0, a, a + 19);
+      src.copy(this.lastKey, 19, i, e);
+      this.lastKeyLen = keyLen;
+      this.lastSec = t.sec;
+    }
+    this.time(this.lastSec, nanos);
+    return true;
+  }
+
+  /** lo/hi of sec * 1e9 + nanos as an unsigned 64-bit integer (times before 1970 wrap, as uint64 does). */
+  private time(sec: number, nanos: number): void {
+    if (sec >= 0 && sec < TWO_32) {
+      // sec * 1e9 exceeds 2^53: split sec in 16-bit halves so every product and sum stays exact.
+      const a = Math.floor(sec / TWO_16) * 1e9;
+      const x = (a % TWO_16) * TWO_16 + (sec % TWO_16) * 1e9 + nanos;
+      this.lo = x % TWO_32 >>> 0;
+      this.hi = (Math.floor(a / TWO_16) + Math.floor(x / TWO_32)) >>> 0;
+      return;
+    }
+    const v = BigInt.asUintN(64, BigInt(sec) * 1_000_000_000n + BigInt(nanos));
+    this.lo = Number(v & 0xffffffffn);
+    this.hi = Number(v >> 32n);
+  }
+}
+
+function readVarint(b: Uint8Array, at: number): [value: number, next: number] {
+  let v = 0;
+  let mul = 1;
+  for (let i = at; i < b.length && i < at + 10; i++) {
+    const x = b[i]!;
+    v += (x & 0x7f) * mul;
+    mul *= 128;
+    if (x < 0x80) return [v, i + 1];
+  }
+  throw new RangeError(`truncated varint at ${at}`);
+}
+
+/** Calls `onField` for each field of the message at [s, e) with its wire type, value (varints) or content range (length-delimited). */
+function fields(b: Uint8Array, s: number, e: number, onField: (field: number, wire: number, value: number, cs: number, ce: number) => void): void {
+  let i = s;
+  while (i < e) {
+    const [key, at] = readVarint(b, i);
+    const field = Math.floor(key / 8);
+    const wire = key & 7;
+    if (wire === 0) {
+      const [v, next] = readVarint(b, at);
+      onField(field, wire, v, 0, 0);
+      i = next;
+    } else if (wire === 2) {
+      const [len, cs] = readVarint(b, at);
+      if (cs + len > e) throw new RangeError(`field ${field} runs past its message`);
+      onField(field, wire, 0, cs, cs + len);
+      i = cs + len;
+    } else if (wire === 1) i = at + 8;
+    else if (wire === 5) i = at + 4;
+    else throw new RangeError(`unsupported wire type ${wire}`);
+  }
+  if (i !== e) throw new RangeError('message ends inside a field');
+}
+
+/**
+ * ExportLogsServiceResponse: partial_success (1) { rejected_log_records (1),
+ * error_message (2) }. Read here so the protobuf path loads no OpenTelemetry
+ * module at all; throws on bytes that are no such message.
+ */
+export function decodeExportLogsResponse(b: Uint8Array): { partialSuccess?: { rejectedLogRecords?: number; errorMessage?: string } } {
+  const out: { partialSuccess?: { rejectedLogRecords?: number; errorMessage?: string } } = {};
+  fields(b, 0, b.length, (field, wire, _v, s, e) => {
+    if (field !== 1 || wire !== 2) return;
+    const partial: { rejectedLogRecords?: number; errorMessage?: string } = (out.partialSuccess ??= {});
+    fields(b, s, e, (f, w, v, cs, ce) => {
+      if (f === 1 && w === 0) partial.rejectedLogRecords = v;
+      else if (f === 2 && w === 2) partial.errorMessage = Buffer.from(b.buffer, b.byteOffset + cs, ce - cs).toString('utf8');
+    });
+  });
+  return out;
+}
