@@ -1,7 +1,7 @@
 import { ProtobufLogsSerializer } from '@opentelemetry/otlp-transformer';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { describe, expect, it } from 'vitest';
-import { VERSION } from '../../src/version.ts';
+import { VERSION } from '../../src/contract/version.ts';
 import { OtlpEncoder, decodeExportLogsResponse, varintSize } from '../encode/otlp.ts';
 import { CriRecord, FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, recordId, type LogRecord, type Stream } from '../records/record.ts';
 import { OtlpRecordBuilder, interpretPartialSuccess } from '../sinks/otlp.ts';
