@@ -364,7 +364,7 @@ export async function startNode(opts: NodeOptions): Promise<RealNode> {
       return path;
     };
     const nodeServer = `https://${hostIp}:${apiPort}`;
-    const kubeletKubeconfig = await kubeconfigFor('kubelet', `system:node:${name}`, 'system:nodes', nodeServer);
+    const kubeletKubeconfig = await kubeconfigFor('kubelet-client', `system:node:${name}`, 'system:nodes', nodeServer);
     const proxyKubeconfig = await kubeconfigFor('kube-proxy', 'system:kube-proxy', undefined, nodeServer);
     const schedulerKubeconfig = await kubeconfigFor('kube-scheduler', 'system:kube-scheduler', undefined, opts.cluster.server);
 
