@@ -27,7 +27,7 @@
 import { execFile, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { appendFileSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { chmod, mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readFile, symlink, writeFile } from 'node:fs/promises';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -45,6 +45,8 @@ const run = promisify(execFile);
 const HERE = fileURLToPath(new URL('.', import.meta.url));
 export const NODE_BIN = resolve(HERE, 'bin');
 const CLEANUP = join(HERE, 'cleanup.sh');
+/** Where the webhook's node mode expects the kubelet's pod logs. */
+export const HOST_POD_LOGS = '/var/log/pods';
 const CACHE = process.env.JOBHARVEST_CACHE ?? join(process.env.HOME ?? '/root', '.cache/jobharvest');
 
 /** Global sysctls the kubelet (or the runtime) is known to write; cleanup.sh puts back what they were. */
@@ -413,6 +415,14 @@ export async function startNode(opts: NodeOptions): Promise<RealNode> {
     const kubeletDir = join(dir, 'kubelet');
     const podLogsDir = join(dir, 'pod-logs');
     await mkdir(kubeletDir);
+    // The webhook mounts the kubelet's default podLogsDir, /var/log/pods, into
+    // node-mode sidecars (src/core/inject.ts). The kubelet writes under the
+    // node folder, and /var/log/pods points there while the node runs (the
+    // undo line of FIXED_PATHS removes it); a machine whose /var/log/pods is
+    // real cannot host this node's node-mode tests.
+    if (existsSync(HOST_POD_LOGS)) throw new Error(`${HOST_POD_LOGS} exists on this machine; the real node needs it free to point it at its own podLogsDir`);
+    await mkdir(podLogsDir, { mode: 0o750 });
+    await symlink(podLogsDir, HOST_POD_LOGS);
     await writeFile(
       join(dir, 'kubelet-config.yaml'),
       kubeletConfig({
