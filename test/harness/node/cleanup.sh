@@ -90,6 +90,11 @@ for m in $(awk -v p="$dir/" 'index($5, p) == 1 { print $5 }' /proc/self/mountinf
   umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
 done
 
+# Last, since every umount above may have created it again.
+if [[ -f "$dir/run-mount-absent" ]]; then
+  rmdir /run/mount 2>/dev/null
+fi
+
 if [[ "$keep" != keep ]]; then
   rm -rf "$dir"
 fi

@@ -79,8 +79,6 @@ export const FIXED_PATHS = [
   '/opt/cni',
   '/var/lib/containerd',
   '/etc/containerd',
-  // util-linux's utab, created by the kubelet's first mount.
-  '/run/mount',
 ];
 
 export interface NodeOptions {
@@ -280,6 +278,10 @@ export async function startNode(opts: NodeOptions): Promise<RealNode> {
         undo(`remove_new_entries ${path} ${listing}`);
       }
     }
+
+    // util-linux's utab folder, which the first mount or umount creates;
+    // cleanup.sh's own umounts would recreate it, so it goes last, if empty.
+    if (!existsSync('/run/mount')) writeFileSync(join(dir, 'run-mount-absent'), '');
 
     const nsName = `jobharvest-node-${randomBytes(4).toString('hex')}`;
     undo(`ip netns delete ${nsName}`);
