@@ -85,6 +85,10 @@ export interface NodeOptions {
   cluster: Pick<ClusterInfo, 'server' | 'certsDir' | 'caPem' | 'kubeconfigPath'>;
   /** Kubelet containerLogMaxSize; small, so that tests see the kubelet rotate. */
   containerLogMaxSize?: string;
+  /**
+   * Kubelet containerLogMaxFiles; 3 by default. With 2 the kubelet deletes
+   * the one rotated file before each rotation and never compresses one.
+   */
   containerLogMaxFiles?: number;
   log?: (line: string) => void;
   /** Keep the node folder after stop (logs, configs). */
@@ -436,7 +440,7 @@ export async function startNode(opts: NodeOptions): Promise<RealNode> {
         certs,
         caPath,
         maxSize: opts.containerLogMaxSize ?? '1Mi',
-        maxFiles: opts.containerLogMaxFiles ?? 2,
+        maxFiles: opts.containerLogMaxFiles ?? 3,
       }),
     );
     const kubelet = launch(
