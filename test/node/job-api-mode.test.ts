@@ -1,4 +1,6 @@
 import { RbacAuthorizationV1Api } from '@kubernetes/client-node';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { NAMES } from '../../src/contract/env.ts';
 import { kubeConfigFor, LOG_READER_CLUSTERROLE, numberedLines } from '../harness/kubelet/stack.ts';
@@ -9,6 +11,7 @@ import { waitFor } from '../support/wait.ts';
 import { createNamespace, describeRealNode, startNodeEnv, type NodeEnv } from './support.ts';
 
 const N = 200;
+const FAST = 30_000;
 
 describeRealNode('an api-mode Job under Pod Security `restricted`, through the real webhook and image, on the real node', () => {
   let env: NodeEnv;
@@ -117,6 +120,57 @@ describeRealNode('an api-mode Job under Pod Security `restricted`, through the r
       expect({ condition: finished.type, received }).toEqual({ condition: 'Complete', received: N });
       const rows = await vl.query(`${filter} | stats by (namespace, job, pod, container, node) count() as n`);
       expect(rows).toEqual([{ namespace, job: 'lines', pod: podName, container: 'main', node: env.node.name, n: String(N) }]);
+    } catch (err) {
+      failed = true;
+      throw err;
+    }
+  });
+  it('api mode across the kubelet\'s real rotation: a writer of 3 MB over 20 s, the stream uncut', async () => {
+    try {
+      const sinkHost = await env.node.expose(vl.port);
+      const namespace = await createNamespace(env.core, 'api-rotation', {
+        'jobharvest.io/inject': 'enabled',
+        'jobharvest.io/mode': 'api',
+        'jobharvest.io/sink': 'loki',
+        'jobharvest.io/endpoint': `http://${sinkHost}/insert/loki/api/v1/push`,
+        'jobharvest.io/ttl-seconds-after-finished': '600',
+        'jobharvest.io/drain-seconds': '20',
+      });
+      await waitFor('the log-reader RoleBinding', () => rbac.readNamespacedRoleBinding({ name: 'jobharvest-log-reader', namespace }), { timeoutMs: 30_000 });
+      // 128-byte lines at the sink, in 40 bursts of 750 with half a second
+      // between them: about 3 MB over 20 s or more, so the kubelet's 10 s size
+      // checks find more than 1Mi while the writer and the stream are running.
+      const script = `b=1; i=1; while [ $b -le 40 ]; do j=1; while [ $j -le 750 ]; do printf 'fast line %08d %s\\n' $i xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx; i=$((i+1)); j=$((j+1)); done; sleep 0.5; b=$((b+1)); done`;
+      await env.batch.createNamespacedJob({
+        namespace,
+        body: {
+          metadata: { name: 'fast' },
+          spec: {
+            backoffLimit: 0,
+            template: {
+              spec: { restartPolicy: 'Never', containers: [{ name: 'main', image: BUSYBOX_IMAGE.replace('docker.io/library/', ''), command: ['sh', '-c', script] }] },
+            },
+          },
+        },
+      });
+      const finished = await waitFor(
+        'the Job to finish',
+        async () => {
+          const job = await env.batch.readNamespacedJob({ name: 'fast', namespace });
+          return job.status?.conditions?.find((c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True');
+        },
+        { timeoutMs: 170_000, intervalMs: 1_000 },
+      );
+      const pod = (await env.core.listNamespacedPod({ namespace, labelSelector: 'batch.kubernetes.io/job-name=fast' })).items[0]!;
+      const files = readdirSync(join(env.node.podLogsDir, `${namespace}_${pod.metadata!.name!}_${pod.metadata!.uid!}`, 'main')).sort();
+      const sidecarLog = await env.core.readNamespacedPodLog({ name: pod.metadata!.name!, namespace, container: NAMES.container });
+      const filter = `${exact('namespace', namespace)} ${exact('container', 'main')}`;
+      await vl.flush();
+      const got = await vl.countWithDistinct(filter, '_msg');
+      const summary = sidecarLog.split('\n').find((l) => l.includes('"msg":"summary"'));
+      console.log(`writer across rotation: ${got.total} received (${got.distinct} distinct) of ${FAST}; files ${JSON.stringify(files)}; ${summary}`);
+      expect(files.length, 'the kubelet rotated the log').toBeGreaterThan(1);
+      expect({ condition: finished.type, total: got.total, distinct: got.distinct }).toEqual({ condition: 'Complete', total: FAST, distinct: FAST });
     } catch (err) {
       failed = true;
       throw err;

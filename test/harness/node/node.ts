@@ -108,7 +108,7 @@ export interface RealNode {
   podLogsDir: string;
   images: BuiltImages;
   processes: ManagedProcess[];
-  /** Forwards hostIp:port to 127.0.0.1:port (a server of the tests), until stop. */
+  /** Forwards hostIp:port to 127.0.0.1:port (a server of the tests), until stop; once per port. */
   expose(port: number): Promise<string>;
   /** A command run in the node's network namespace. */
   nsExec(cmd: string, args: string[]): Promise<string>;
@@ -322,8 +322,12 @@ export async function startNode(opts: NodeOptions): Promise<RealNode> {
       }
     }
 
+    const exposed = new Set<number>();
     const expose = async (port: number): Promise<string> => {
-      servers.push(await forward(hostIp, port));
+      if (!exposed.has(port)) {
+        servers.push(await forward(hostIp, port));
+        exposed.add(port);
+      }
       return `${hostIp}:${port}`;
     };
     const apiPort = Number(new URL(opts.cluster.server).port);
