@@ -26,11 +26,11 @@
  */
 import { execFile, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { appendFileSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, readFile, symlink, writeFile } from 'node:fs/promises';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { generate } from 'selfsigned';
@@ -48,6 +48,8 @@ const CLEANUP = join(HERE, 'cleanup.sh');
 /** Where the webhook's node mode expects the kubelet's pod logs. */
 export const HOST_POD_LOGS = '/var/log/pods';
 const CACHE = process.env.JOBHARVEST_CACHE ?? join(process.env.HOME ?? '/root', '.cache/jobharvest');
+/** One real node per machine at a time (see startNodeWatchdog). */
+const NODE_LOCK = join(CACHE, 'node', '.run.lock');
 
 /** Global sysctls the kubelet (or the runtime) is known to write; cleanup.sh puts back what they were. */
 export const WATCHED_SYSCTLS = [
@@ -198,9 +200,20 @@ function forward(host: string, port: number): Promise<Server> {
 
 function startNodeWatchdog(dir: string): ManagedProcess {
   // Survives a runner killed outright (SIGKILL, OOM): it notices within a
-  // second and undoes the node. A stop() kills it first.
-  const script = ['runner=$1; cleanup=$2; dir=$3', 'while kill -0 "$runner" 2>/dev/null; do sleep 1; done', 'bash "$cleanup" "$dir"'].join('\n');
-  const child = spawn('bash', ['-c', script, 'jobharvest-node-watchdog', String(process.pid), CLEANUP, dir], { detached: true, stdio: 'ignore' });
+  // second and undoes the node. A stop() kills it after its own cleanup.
+  // It also holds the machine's node lock for the node's whole life: two nodes
+  // share /var/log/pods and the paths of FIXED_PATHS, and one's cleanup would
+  // delete what the other still uses. It writes `locked` once it has it.
+  const script = [
+    'runner=$1; cleanup=$2; dir=$3; lock=$4',
+    'exec 9>"$lock"',
+    'flock 9',
+    ': > "$dir/locked"',
+    'while kill -0 "$runner" 2>/dev/null; do sleep 1; done',
+    'bash "$cleanup" "$dir"',
+  ].join('\n');
+  mkdirSync(dirname(NODE_LOCK), { recursive: true });
+  const child = spawn('bash', ['-c', script, 'jobharvest-node-watchdog', String(process.pid), CLEANUP, dir, NODE_LOCK], { detached: true, stdio: 'ignore' });
   child.unref();
   const pid = child.pid ?? -1;
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.once('exit', (code, signal) => r({ code, signal })));
@@ -268,6 +281,21 @@ export async function startNode(opts: NodeOptions): Promise<RealNode> {
     p.exit === undefined ? undefined : `${p.name} ${describeExit(p.exit)}; last log lines:\n${p.logTail(30)}`;
 
   try {
+    const lockWaitStarted = Date.now();
+    let waitingSaid = false;
+    await waitFor(
+      'the real-node lock (another real node runs on this machine)',
+      () => {
+        if (existsSync(join(dir, 'locked'))) return true;
+        if (!waitingSaid && Date.now() - lockWaitStarted > 2_000) {
+          log(`real node: waiting for ${NODE_LOCK}, held by another real node on this machine`);
+          waitingSaid = true;
+        }
+        return undefined;
+      },
+      { timeoutMs: 15 * 60_000, intervalMs: 250 },
+    );
+
     // What the machine looks like before: the undo lines put it back.
     for (const key of WATCHED_SYSCTLS) {
       const path = `/proc/sys/${key.replace(/\./g, '/')}`;
