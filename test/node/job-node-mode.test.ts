@@ -1,0 +1,118 @@
+import { RbacAuthorizationV1Api } from '@kubernetes/client-node';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { NAMES } from '../../src/contract/env.ts';
+import { kubeConfigFor, LOG_READER_CLUSTERROLE, numberedLines } from '../harness/kubelet/stack.ts';
+import { BUSYBOX_IMAGE } from '../harness/node/images.ts';
+import { exact, VictoriaLogs } from '../harness/servers/victorialogs.ts';
+import { startWebhook, type WebhookProcess } from '../support/webhook-process.ts';
+import { waitFor } from '../support/wait.ts';
+import { createNamespace, describeRealNode, startNodeEnv, type NodeEnv } from './support.ts';
+
+const N = 200;
+
+describeRealNode('a Job through the real webhook, with the real image, on the real node', () => {
+  let env: NodeEnv;
+  let vl: VictoriaLogs;
+  let webhook: WebhookProcess;
+  let failed = false;
+
+  beforeAll(async () => {
+    env = await startNodeEnv();
+    await kubeConfigFor(env.cluster)
+      .makeApiClient(RbacAuthorizationV1Api)
+      .createClusterRole({
+        body: {
+          metadata: { name: LOG_READER_CLUSTERROLE },
+          rules: [
+            { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
+            { apiGroups: [''], resources: ['pods/log'], verbs: ['get'] },
+          ],
+        },
+      });
+    vl = await VictoriaLogs.start();
+    webhook = await startWebhook(env.cluster, { name: 'jobharvest-real-node', args: ['--log-reader-clusterrole', LOG_READER_CLUSTERROLE] });
+  });
+  afterAll(async () => {
+    await env?.stop(failed);
+    await webhook?.stop();
+    await vl?.dispose();
+  });
+
+  // One Job, two verdicts: what the real node does today, and what the product promises.
+  let result: { namespace: string; podName: string; received: number } | undefined;
+
+  it('node mode: the Job runs on the real node with the real image, its sidecar exits 0 and the Job completes', async () => {
+    try {
+      // The pod reaches the log server at the veth's root-side address.
+      const sinkHost = await env.node.expose(vl.port);
+      const namespace = await createNamespace(env.core, 'node-mode', {
+        'jobharvest.io/inject': 'enabled',
+        'jobharvest.io/mode': 'node',
+        'jobharvest.io/sink': 'loki',
+        'jobharvest.io/endpoint': `http://${sinkHost}/insert/loki/api/v1/push`,
+        'jobharvest.io/ttl-seconds-after-finished': '600',
+        'jobharvest.io/drain-seconds': '10',
+      });
+      await env.batch.createNamespacedJob({
+        namespace,
+        body: {
+          metadata: { name: 'lines' },
+          spec: {
+            backoffLimit: 0,
+            template: {
+              spec: {
+                restartPolicy: 'Never',
+                containers: [{ name: 'main', image: BUSYBOX_IMAGE.replace('docker.io/library/', ''), command: ['sh', '-c', numberedLines('node-mode', N)] }],
+              },
+            },
+          },
+        },
+      });
+      const pod = await waitFor(
+        'the Job pod',
+        async () => (await env.core.listNamespacedPod({ namespace, labelSelector: 'batch.kubernetes.io/job-name=lines' })).items[0],
+        { timeoutMs: 60_000 },
+      );
+      const podName = pod.metadata!.name!;
+      const finished = await waitFor(
+        'the Job to finish',
+        async () => {
+          const job = await env.batch.readNamespacedJob({ name: 'lines', namespace });
+          return job.status?.conditions?.find((c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True');
+        },
+        { timeoutMs: 150_000, intervalMs: 1_000 },
+      );
+      const after = await env.core.readNamespacedPod({ name: podName, namespace });
+      const sidecar = after.status?.initContainerStatuses?.find((s) => s.name === NAMES.container);
+      const sidecarLog = await env.core.readNamespacedPodLog({ name: podName, namespace, container: NAMES.container });
+      const filter = `${exact('namespace', namespace)} ${exact('container', 'main')}`;
+      await vl.flush();
+      result = { namespace, podName, received: await vl.count(filter) };
+      // The sidecar's own account, for the report and for whoever reads a failure.
+      console.log(`received ${result.received} of ${N} lines; sidecar log:\n${sidecarLog}`);
+      expect({ condition: finished.type, sidecarExit: sidecar?.state?.terminated?.exitCode, restarts: sidecar?.restartCount }).toEqual({
+        condition: 'Complete',
+        sidecarExit: 0,
+        restarts: 0,
+      });
+      // What containerd writes, and what the sidecar (65532:65532) is handed.
+      expect(sidecarLog).toContain('"msg":"sidecar started"');
+    } catch (err) {
+      failed = true;
+      throw err;
+    }
+  });
+
+  // Fails on a real node until node mode runs the sidecar in group 0
+  // (runAsGroup: 0, src/core/inject.ts): containerd writes 0.log as
+  // root:root 0640, and the sidecar, 65532:65532, gets EACCES on every open,
+  // ships nothing and still exits 0. Once the fix lands, vitest reports this
+  // test as unexpectedly passing: drop `.fails` then.
+  it.fails('node mode: every line of the main container reaches VictoriaLogs with its metadata', async () => {
+    expect(result, 'the Job above ran').toBeDefined();
+    const { namespace, podName, received } = result!;
+    expect(received).toBe(N);
+    const rows = await vl.query(`${exact('namespace', namespace)} ${exact('container', 'main')} | stats by (namespace, job, pod, container, node) count() as n`);
+    expect(rows).toEqual([{ namespace, job: 'lines', pod: podName, container: 'main', node: env.node.name, n: String(N) }]);
+  });
+});

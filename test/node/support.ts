@@ -1,0 +1,81 @@
+/**
+ * The real-node suite's own setup: one control plane (with the node-lifecycle
+ * controller, which lifts the not-ready taint once the kubelet reports Ready,
+ * and the API server's default admission plugins, Pod Security included) and
+ * one real node per test file.
+ */
+import { BatchV1Api, CoreV1Api, type V1Pod } from '@kubernetes/client-node';
+import { randomBytes } from 'node:crypto';
+import { describe, it } from 'vitest';
+import { DEFAULT_CONTROLLERS, startCluster, type Cluster } from '../harness/cluster/harness.ts';
+import { kubeConfigFor } from '../harness/kubelet/stack.ts';
+import { nodeUnavailableReason, startNode, type RealNode } from '../harness/node/node.ts';
+import { waitFor } from '../support/wait.ts';
+
+export const unavailable = nodeUnavailableReason();
+
+/**
+ * A describe block that needs the real node. Where it cannot run (not root,
+ * binaries not built) it is skipped with the reason, except under CI=true,
+ * where a suite that silently tests nothing would pass: there it fails.
+ */
+export function describeRealNode(title: string, body: () => void): void {
+  if (unavailable !== undefined && process.env.CI === 'true') {
+    describe(title, () => {
+      it('runs on a real node', () => {
+        throw new Error(`CI=true and the real-node suite cannot run here: ${unavailable}`);
+      });
+    });
+    return;
+  }
+  if (unavailable !== undefined) console.warn(`real-node suite skipped: ${unavailable}`);
+  describe.skipIf(unavailable !== undefined)(title, body);
+}
+
+export interface NodeEnv {
+  cluster: Cluster;
+  node: RealNode;
+  core: CoreV1Api;
+  batch: BatchV1Api;
+  stop(failed: boolean): Promise<void>;
+}
+
+export async function startNodeEnv(): Promise<NodeEnv> {
+  const cluster = await startCluster({ controllers: [...DEFAULT_CONTROLLERS, 'node-lifecycle-controller'] });
+  let node: RealNode;
+  try {
+    node = await startNode({ cluster });
+  } catch (err) {
+    await cluster.stop({ failed: true });
+    throw err;
+  }
+  const kc = kubeConfigFor(cluster);
+  return {
+    cluster,
+    node,
+    core: kc.makeApiClient(CoreV1Api),
+    batch: kc.makeApiClient(BatchV1Api),
+    async stop(failed) {
+      await node.stop({ failed });
+      await cluster.stop({ failed });
+    },
+  };
+}
+
+export async function createNamespace(core: CoreV1Api, tag: string, annotations: Record<string, string> = {}, labels: Record<string, string> = {}): Promise<string> {
+  const name = `${tag}-${randomBytes(3).toString('hex')}`;
+  await core.createNamespace({ body: { metadata: { name, annotations, labels } } });
+  await waitFor(`the default ServiceAccount in ${name}`, () => core.readNamespacedServiceAccount({ name: 'default', namespace: name }), { timeoutMs: 30_000 });
+  return name;
+}
+
+export async function waitForPodPhase(core: CoreV1Api, namespace: string, name: string, phases: string[], timeoutMs = 120_000): Promise<V1Pod> {
+  return waitFor(
+    `pod ${namespace}/${name} in ${phases.join(' or ')}`,
+    async () => {
+      const pod = await core.readNamespacedPod({ name, namespace });
+      return phases.includes(pod.status?.phase ?? '') ? pod : undefined;
+    },
+    { timeoutMs, intervalMs: 500 },
+  );
+}
