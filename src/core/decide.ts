@@ -147,7 +147,14 @@ export function decide(job: unknown, ctx: DecideContext): Decision {
       );
     }
   }
-  return { action: 'inject', reason: 'opted-in', settings, mode: resolveMode(settings, ctx.namespace), ttlSecondsAfterFinished: ttl, warnings };
+  let mode = resolveMode(settings, ctx.namespace);
+  if (mode === 'node' && isObject(template?.spec) && template.spec.hostUsers === false) {
+    // A user-namespaced pod maps its IDs away from the host's, so the host's
+    // root-owned log files are unreadable to it whatever its securityContext.
+    mode = 'api';
+    warnings.push('the pod runs in a user namespace (hostUsers: false), where the node\'s log files are unreadable; the sidecar reads the logs through the API server (api mode) instead');
+  }
+  return { action: 'inject', reason: 'opted-in', settings, mode, ttlSecondsAfterFinished: ttl, warnings };
 }
 
 /**

@@ -92,7 +92,11 @@ export function inject({ job: input, settings, mode, ttlSecondsAfterFinished, co
     securityContext: {
       runAsNonRoot: true,
       runAsUser: config.sidecar.runAsUser,
-      runAsGroup: config.sidecar.runAsUser,
+      // Node mode: containerd writes every container log root:root 0640 in 0755
+      // directories, whatever the container's user. A non-root process gets no
+      // capabilities to read past that, but group 0 may read the files, and Pod
+      // Security (even restricted) does not forbid it. The user stays non-root.
+      runAsGroup: mode === 'node' ? 0 : config.sidecar.runAsUser,
       allowPrivilegeEscalation: false,
       readOnlyRootFilesystem: true,
       privileged: false,

@@ -95,7 +95,6 @@ describeRealNode('a Job through the real webhook, with the real image, on the re
         sidecarExit: 0,
         restarts: 0,
       });
-      // What containerd writes, and what the sidecar (65532:65532) is handed.
       expect(sidecarLog).toContain('"msg":"sidecar started"');
     } catch (err) {
       failed = true;
@@ -103,12 +102,11 @@ describeRealNode('a Job through the real webhook, with the real image, on the re
     }
   });
 
-  // Fails on a real node until node mode runs the sidecar in group 0
-  // (runAsGroup: 0, src/core/inject.ts): containerd writes 0.log as
-  // root:root 0640, and the sidecar, 65532:65532, gets EACCES on every open,
-  // ships nothing and still exits 0. Once the fix lands, vitest reports this
-  // test as unexpectedly passing: drop `.fails` then.
-  it.fails('node mode: every line of the main container reaches VictoriaLogs with its metadata', async () => {
+  // containerd writes 0.log as root:root 0640. Without runAsGroup: 0 in node mode
+  // (src/core/inject.ts) the sidecar, 65532:65532, got EACCES on every open:
+  // it shipped 0 of 200 lines, and now reports the files as unreadable and
+  // exits 3, so both tests here fail without that fix.
+  it('node mode: every line of the main container reaches VictoriaLogs with its metadata', async () => {
     expect(result, 'the Job above ran').toBeDefined();
     const { namespace, podName, received } = result!;
     expect(received).toBe(N);

@@ -202,3 +202,24 @@ describe('CLI input', () => {
     expect(r.status).toBe(2);
   });
 });
+
+describe('node mode on a real node', () => {
+  const sidecarOf = (j: Record<string, any>) => j.spec.template.spec.initContainers[0];
+  it('runs the sidecar non-root in group 0, which may read containerd\'s root:root 0640 log files', () => {
+    const sc = sidecarOf(run(job()).job).securityContext;
+    expect(sc).toMatchObject({ runAsNonRoot: true, runAsUser: 65532, runAsGroup: 0, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
+  });
+  it('keeps its own group in api mode, which reads no host files', () => {
+    const ns = optedIn('team-a');
+    ns.annotations = { ...ns.annotations, 'jobharvest.io/mode': 'api' };
+    expect(sidecarOf(run(job(), durableConfig(), ns).job).securityContext.runAsGroup).toBe(65532);
+  });
+  it('gives a user-namespaced pod (hostUsers: false) api mode, with a warning, never a hostPath', () => {
+    const j = job();
+    j.spec.template.spec.hostUsers = false;
+    const r = run(j);
+    expect(r.decision.action === 'inject' && r.decision.mode).toBe('api');
+    expect(JSON.stringify(r.job.spec.template.spec.volumes)).not.toContain('hostPath');
+    expect(r.warnings.join()).toMatch(/hostUsers: false.*api mode/);
+  });
+});
