@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { generateBundle } from '../../src/tls/generate.ts';
 import { REPO_ROOT } from '../harness/chart/dockerfile.ts';
-import { one, render, type K8sObject } from '../harness/chart/helm.ts';
+import { loopbackWebhooks, one, render, type K8sObject } from '../harness/chart/helm.ts';
 import { useCluster, waitFor } from '../harness/cluster/client.ts';
 import { writeKubeconfig } from '../harness/cluster/kubeconfig.ts';
 import { freePort } from '../support/ports.ts';
@@ -67,7 +67,9 @@ interface Started {
 /** Installs the rendered chart and starts the webhook as its ServiceAccount with its rendered arguments. */
 async function installAndRun(release: string, namespace: string, values: object, tlsFiles?: { cert: string; key: string }): Promise<Started> {
   const objects = await render(helm, { release, namespace, values });
-  await apply(objects.filter((o) => !o.apiVersion.startsWith('cert-manager.io/')));
+  const port = await freePort();
+  // The webhook runs here on a loopback port, not behind the Service the chart names.
+  await apply(objects.filter((o) => !o.apiVersion.startsWith('cert-manager.io/')).map((o) => loopbackWebhooks(o, `https://127.0.0.1:${port}`)));
   const dir = await mkdtemp(join(tmpdir(), 'jobharvest-chart-webhook-'));
   cleanup.push(() => rm(dir, { recursive: true, force: true }));
 
@@ -85,7 +87,6 @@ async function installAndRun(release: string, namespace: string, values: object,
     await writeFile(join(dir, 'tls.key'), tlsFiles.key);
   }
 
-  const port = await freePort();
   const [script, ...args] = pod.containers[0]!.args!;
   expect(script).toBe('/app/jobharvest.mjs');
   const translated = args.map((a) =>
@@ -105,10 +106,14 @@ async function installAndRun(release: string, namespace: string, values: object,
   child.stdout?.on('data', (d: Buffer) => (output += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (output += d.toString()));
   cleanup.push(async () => child.kill('SIGTERM'));
-  await waitFor('the webhook to listen', () => (/listening/.test(output) ? true : undefined), {
-    timeoutMs: 30_000,
-    abortIf: () => (child.exitCode === null ? undefined : `it exited ${child.exitCode}:\n${output}`),
-  });
+  try {
+    await waitFor('the webhook to listen', () => (/listening/.test(output) ? true : undefined), {
+      timeoutMs: 30_000,
+      abortIf: () => (child.exitCode === null ? undefined : `it exited ${child.exitCode}:\n${output}`),
+    });
+  } catch (err) {
+    throw new Error(`${(err as Error).message}\nwebhook output:\n${output.slice(-4000)}`, { cause: err });
+  }
   return { port, output: () => output };
 }
 

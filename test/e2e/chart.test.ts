@@ -12,8 +12,9 @@ import { parse as parseYaml } from 'yaml';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SINKS } from '../../src/contract/env.ts';
 import { defaultConfig, parseConfig, type Config } from '../../src/core/config.ts';
-import { CHART_DIR, one, render, runHelm, template, type K8sObject } from '../harness/chart/helm.ts';
+import { CHART_DIR, loopbackWebhooks, one, render, runHelm, template, type K8sObject } from '../harness/chart/helm.ts';
 import { useCluster } from '../harness/cluster/client.ts';
+import { freePort } from '../support/ports.ts';
 
 const cluster = useCluster();
 const helm = cluster.info.helmPath;
@@ -438,6 +439,9 @@ describe('the API server accepts the rendered chart', () => {
     expect(excludedNames(hook)).toContain(namespace);
     const dep = await cluster.kc.makeApiClient(AppsV1Api).readNamespacedDeployment({ name: `${release}-jobharvest`, namespace });
     expect(dep.spec?.template.spec?.serviceAccountName).toBe(`${release}-jobharvest`);
+    // Stored as rendered, so it names a Service this control plane cannot reach:
+    // gone before any later test creates a Job it would be called for.
+    await cluster.admission.deleteMutatingWebhookConfiguration({ name: `${release}-jobharvest` });
   });
 });
 
@@ -480,7 +484,8 @@ describe('the API server calls the webhook only where the selector allows', () =
       values: { namespaceSelection: selection, excludedNamespaces: [excluded], webhook: { failurePolicy: 'Fail', timeoutSeconds: 2 } },
     });
     // Only the webhook configuration is needed: without a running pod every call fails.
-    await apply([one(objects, 'MutatingWebhookConfiguration')]);
+    // A closed loopback port: every call fails at once, and nothing leaves the machine.
+    await apply([loopbackWebhooks(one(objects, 'MutatingWebhookConfiguration'), `https://127.0.0.1:${await freePort()}`)]);
     const mwcName = `${release}-jobharvest`;
     try {
       const called = (result: string): boolean => result !== 'admitted' && result.includes('jobs.jobharvest.io');

@@ -82,3 +82,23 @@ export function one<T = K8sObject>(objects: K8sObject[], kind: string, name?: st
   if (found.length !== 1) throw new Error(`expected one ${kind}${name ? ` ${name}` : ''}, rendered ${found.length}`);
   return found[0] as T & K8sObject;
 }
+
+/**
+ * The test control plane has no Service network: a webhook configuration that
+ * names a Service makes the API server look the name up in DNS and call
+ * whatever answers, off this machine. Every chart test that leaves the rendered
+ * configuration in place long enough for a Job to be created points it at a
+ * loopback URL instead (a closed port fails the call at once, as an absent pod
+ * would), keeping everything else as rendered.
+ */
+export function loopbackWebhooks<T extends K8sObject>(obj: T, url: string): T {
+  if (obj.kind !== 'MutatingWebhookConfiguration') return obj;
+  const webhooks = (obj as unknown as { webhooks?: Array<{ clientConfig?: { service?: { path?: string } } }> }).webhooks ?? [];
+  return {
+    ...obj,
+    webhooks: webhooks.map((w) => {
+      const { service, ...rest } = w.clientConfig ?? {};
+      return { ...w, clientConfig: { ...rest, url: `${url}${service?.path ?? '/mutate'}` } };
+    }),
+  };
+}
