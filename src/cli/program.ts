@@ -110,9 +110,13 @@ export async function main(argv: string[]): Promise<void> {
     if (e instanceof JobharvestError) {
       process.stderr.write(`jobharvest: error ${e.code}: ${e.message}\n`);
       process.exitCode = 2;
+      process.stdout.write('', () => process.exit());
       return;
     }
     process.stderr.write(`jobharvest: error ${ERROR_CODES.INTERNAL}: ${(e as Error)?.message ?? String(e)}\n`);
     process.exitCode = 1;
+    // A webhook that failed to start may still hold watches and timers open;
+    // exit once stdout is flushed so that the kubelet restarts it.
+    process.stdout.write('', () => process.exit());
   }
 }

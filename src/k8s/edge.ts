@@ -10,6 +10,7 @@ import { CaBundleReconciler } from './cabundle.ts';
 import { CertSecretManager } from './cert-secret.ts';
 import { loadKubeConfig } from './client.ts';
 import { messageOf } from './errors.ts';
+import { retryUntil } from './retry.ts';
 import { managedByLabels } from './labels.ts';
 import type { Log } from './log.ts';
 import { LogReaderRbac } from './log-reader-rbac.ts';
@@ -104,7 +105,12 @@ export async function startEdgeWith(kc: KubeConfig, opts: EdgeOptions): Promise<
         void (caBundle ? caBundle.setMaterial(m.caBundle, m.tlsCert) : Promise.resolve()).finally(() => publishTls({ cert: m.tlsCert, key: m.tlsKey }));
       },
     });
-    const m = await mgr.start();
+    const m = await retryUntil(() => mgr.start(), {
+      deadlineMs: 120_000,
+      baseMs: 200,
+      maxMs: 5_000,
+      onRetry: (err) => log('warn', 'cannot bootstrap the certificate Secret yet; retrying', { error: messageOf(err) }),
+    });
     tls = { cert: m.tlsCert, key: m.tlsKey };
     stops.push(() => mgr.stop());
   } else if (opts.certMode === 'local') {

@@ -33,3 +33,35 @@ export async function retryOnConflict<T>(attempt: () => Promise<T>, opts: Confli
     }
   }
 }
+
+export interface StartupRetry {
+  /** Give up (throw the last error) once this much time has passed. */
+  deadlineMs: number;
+  baseMs: number;
+  maxMs: number;
+  /** Called after each failed attempt that will be tried again. */
+  onRetry: (err: unknown, attempt: number) => void;
+  now?: () => number;
+}
+
+/**
+ * A step the webhook cannot serve without (its first certificate) may fail for
+ * a while on a fresh install for reasons that pass: the API server's RBAC cache
+ * has not yet seen the Role the same install created (403), or the API server
+ * is still starting. Try again with backoff until a deadline, then fail loudly
+ * so that the kubelet restarts the pod.
+ */
+export async function retryUntil<T>(attempt: () => Promise<T>, opts: StartupRetry): Promise<T> {
+  const now = opts.now ?? Date.now;
+  const deadline = now() + opts.deadlineMs;
+  for (let n = 0; ; n++) {
+    try {
+      return await attempt();
+    } catch (err) {
+      const wait = backoffMs(n, opts.baseMs, opts.maxMs);
+      if (now() + wait > deadline) throw err;
+      opts.onRetry(err, n);
+      await sleep(wait);
+    }
+  }
+}

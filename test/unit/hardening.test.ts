@@ -219,7 +219,7 @@ describe('node mode on a real node', () => {
     j.spec.template.spec.hostUsers = false;
     const r = run(j);
     expect(r.decision.action === 'inject' && r.decision.mode).toBe('api');
-    expect(JSON.stringify(r.job.spec.template.spec.volumes)).not.toContain('hostPath');
+    expect(JSON.stringify(r.job.spec!.template!.spec!.volumes)).not.toContain('hostPath');
     expect(r.warnings.join()).toMatch(/hostUsers: false.*api mode/);
   });
 });
