@@ -77,7 +77,7 @@ export interface Resolution {
   warnings: string[];
 }
 
-interface ClusterView {
+export interface ClusterView {
   job?: { annotations: Record<string, string>; template: Record<string, string>; uid?: string; containers: string[] };
   jobFound: Resolution['jobFound'];
   namespaceAnnotations?: Record<string, string>;
