@@ -68,6 +68,8 @@ export interface Resolution {
   job: string;
   jobFound: 'exists' | 'gone' | 'unreadable';
   jobUid?: string;
+  /** While the Job exists: its creation, so an earlier Job of the same name stays out. */
+  jobCreatedMs?: number;
   sources: string[];
   target: QueryTarget | string;
   containers: string[] | undefined;
@@ -78,7 +80,7 @@ export interface Resolution {
 }
 
 export interface ClusterView {
-  job?: { annotations: Record<string, string>; template: Record<string, string>; uid?: string; containers: string[] };
+  job?: { annotations: Record<string, string>; template: Record<string, string>; uid?: string; containers: string[]; createdMs?: number };
   jobFound: Resolution['jobFound'];
   namespaceAnnotations?: Record<string, string>;
   namespaceNote: string;
@@ -129,6 +131,7 @@ async function readCluster(flags: LogsFlags, namespace: string | undefined, job:
       template: j.spec?.template.metadata?.annotations ?? {},
       uid: j.metadata?.uid,
       containers: (j.spec?.template.spec?.containers ?? []).map((c) => c.name),
+      ...(j.metadata?.creationTimestamp ? { createdMs: new Date(j.metadata.creationTimestamp).getTime() } : {}),
     };
   } else {
     view.jobFound = (jobR.reason as { code?: number }).code === 404 ? 'gone' : 'unreadable';
@@ -238,7 +241,7 @@ export async function resolve(flags: LogsFlags, job: string, cluster?: ClusterVi
     }
   }
   const ca = flags.caFile ? readSecretFile(flags.caFile, '--ca-file') : undefined;
-  return { namespace: view.namespace, job, jobFound: view.jobFound, jobUid: view.job?.uid, sources, target, containers, containerNote, credentials, ca, warnings };
+  return { namespace: view.namespace, job, jobFound: view.jobFound, jobUid: view.job?.uid, ...(view.job?.createdMs !== undefined ? { jobCreatedMs: view.job.createdMs } : {}), sources, target, containers, containerNote, credentials, ca, warnings };
 }
 
 export async function makeClient(t: QueryTarget, creds: Credentials | undefined, ca: string | undefined, q: LogQuery): Promise<QueryClient> {
@@ -278,13 +281,22 @@ export function formatLine(l: LogLine, ctx: { namespace: string; job: string }, 
   return `${flags.prefix ? `[pod/${l.pod}/${l.container}] ` : ''}${flags.timestamps ? `${formatTimeNs(l.ns)} ` : ''}${l.message}\n`;
 }
 
-export function buildQuery(flags: LogsFlags, r: Pick<Resolution, 'namespace' | 'job' | 'containers'>, nowMs: number): LogQuery {
+// Clock skew between the API server and the node that stamped the CRI lines.
+const CREATION_SLACK_MS = 60_000;
+
+export function buildQuery(flags: LogsFlags, r: Pick<Resolution, 'namespace' | 'job' | 'containers' | 'jobCreatedMs'>, nowMs: number): LogQuery {
   if (flags.since && flags.sinceTime) bad('--since and --since-time cannot both be given');
   let fromNs: bigint | undefined;
   if (flags.since) fromNs = BigInt(nowMs - parseDuration(flags.since)) * 1_000_000n;
   if (flags.sinceTime) {
     fromNs = parseTimeNs(flags.sinceTime);
     if (fromNs === undefined) bad(`--since-time ${flags.sinceTime}: expected RFC 3339, e.g. 2026-01-02T15:04:05Z`);
+  }
+  // Records carry the Job's name, not its uid: while the Job exists, its
+  // creation time keeps an earlier Job of the same name out.
+  if (r.jobCreatedMs !== undefined) {
+    const created = BigInt(r.jobCreatedMs - CREATION_SLACK_MS) * 1_000_000n;
+    if (fromNs === undefined || fromNs < created) fromNs = created;
   }
   return { namespace: r.namespace, job: r.job, ...(flags.pod ? { pod: flags.pod } : {}), ...(r.containers ? { containers: r.containers } : {}), ...(fromNs !== undefined ? { fromNs } : {}) };
 }
@@ -333,7 +345,9 @@ export async function runLogs(ref: string, flags: LogsFlags, out: NodeJS.Writabl
     const lines = [`job/${job} in namespace ${r.namespace}`, ...r.sources.map((s) => `  ${s}`)];
     if (typeof r.target === 'string') lines.push(`  query: none: ${r.target}`);
     else lines.push(`  query: ${r.target.type} at ${redactUrls(r.target.endpoint)} (${r.target.how})${r.target.type === 'victorialogs' ? `, fields of the ${r.target.fields} writer` : ''}${r.target.type === 'elasticsearch' ? `, index ${r.target.index}` : ''}`);
-    lines.push(`  containers: ${r.containerNote}`, `  credentials: ${r.credentials.from}`);
+    lines.push(`  containers: ${r.containerNote}`);
+    if (q.fromNs !== undefined) lines.push(`  from: ${formatTimeNs(q.fromNs)}${r.jobCreatedMs !== undefined ? ' (the Job\'s creation, less a minute, or a later --since)' : ''}`);
+    lines.push(`  credentials: ${r.credentials.from}`);
     for (const w of r.warnings) lines.push(`  warning: ${w}`);
     out.write(lines.join('\n') + '\n');
     return 0;

@@ -2,6 +2,8 @@ import { httpText, under, type HttpOptions } from './http.ts';
 import { pager } from './pager.ts';
 import { QueryError, type LogLine, type LogQuery, type QueryClient } from './types.ts';
 
+export const DEFAULT_RANGE_NS = 720n * 3600n * 1_000_000_000n;
+
 /** The loki sink's labels; pod_uid, restart_count and id travel as structured metadata. */
 const L = { namespace: 'namespace', job: 'job', pod: 'pod', container: 'container', stream: 'stream', restart: 'restart_count', id: 'id' };
 
@@ -63,7 +65,6 @@ export class LokiClient implements QueryClient {
     private readonly base: string,
     private readonly http: HttpOptions = {},
     private readonly tenant?: string,
-    /** Loki refuses a range longer than its max_query_length; users can widen it with --since. */
     private readonly now: () => bigint = () => BigInt(Date.now()) * 1_000_000n,
   ) {}
 
@@ -71,8 +72,11 @@ export class LokiClient implements QueryClient {
     const url = under(this.base, '/loki/api/v1/query_range');
     const http: HttpOptions = this.tenant ? { ...this.http, headers: { ...this.http.headers, 'x-scope-orgid': this.tenant } } : this.http;
     const end = query.toNs ?? this.now() + 1n;
+    // Loki refuses a range longer than max_query_length (721h by default), so
+    // with no lower bound ask for the 30 days before the end; --since-time reaches further.
+    const first = query.fromNs ?? end - DEFAULT_RANGE_NS;
     return pager<bigint>(async (after, limit) => {
-      const start = after !== undefined ? after + 1n : (query.fromNs ?? 0n);
+      const start = after !== undefined ? after + 1n : first;
       const u = new URL(url);
       u.searchParams.set('query', logqlSelector(query));
       u.searchParams.set('start', String(start));

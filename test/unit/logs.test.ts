@@ -35,6 +35,13 @@ describe('jobharvest logs: arguments', () => {
     expect(buildQuery(flags({ sinceTime: '2025-12-01T07:40:00.5Z', pod: 'j-1' }), { namespace: 'n', job: 'j', containers: undefined }, 0)).toEqual({ namespace: 'n', job: 'j', pod: 'j-1', fromNs: 1764574800500000000n });
     expect(() => buildQuery(flags({ since: '1m', sinceTime: '2025-12-01T07:40:00Z' }), { namespace: 'n', job: 'j', containers: undefined }, 0)).toThrow(/cannot both/);
   });
+  it('starts at the existing Job\'s creation (less a minute of clock skew), so an earlier Job of the same name stays out', () => {
+    const created = Date.parse('2025-12-01T07:40:00Z');
+    expect(buildQuery(flags(), { namespace: 'n', job: 'j', containers: undefined, jobCreatedMs: created }, 0).fromNs).toBe(BigInt(created - 60_000) * 1_000_000n);
+    // A later --since-time still narrows further; an earlier one does not widen past the Job.
+    expect(buildQuery(flags({ sinceTime: '2025-12-01T08:00:00Z' }), { namespace: 'n', job: 'j', containers: undefined, jobCreatedMs: created }, 0).fromNs).toBe(1764576000000000000n);
+    expect(buildQuery(flags({ sinceTime: '2025-01-01T00:00:00Z' }), { namespace: 'n', job: 'j', containers: undefined, jobCreatedMs: created }, 0).fromNs).toBe(BigInt(created - 60_000) * 1_000_000n);
+  });
 });
 
 describe('jobharvest logs: output', () => {

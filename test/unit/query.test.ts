@@ -162,7 +162,10 @@ describe('Loki query_range', () => {
     expect(got.map((l) => l.message)).toEqual(['attempt 0 line 1', 'warning: slow disk', 'attempt 0 line 2', 'attempt 1 line 1', 'T-0', 'T-1', 'T-2', 'T-3', 'T-4']);
     expect(seen[0]!.headers['x-scope-orgid']).toBe('team-a');
     expect(seen[0]!.headers.authorization).toBe(`Basic ${Buffer.from('reader:pw').toString('base64')}`);
-    expect(new URL(seen[0]!.url, 'http://x').searchParams.get('end')).toBe('1764574900000000001');
+    const first = new URL(seen[0]!.url, 'http://x').searchParams;
+    expect(first.get('end')).toBe('1764574900000000001');
+    // Within Loki's default max_query_length of 721h.
+    expect(first.get('start')).toBe(String(1764574900000000001n - 720n * 3600n * 1_000_000_000n));
   });
 });
 
