@@ -1,7 +1,7 @@
 // Bundles each entry point into one ESM file so the image needs no node_modules
 // and the sidecar starts without resolving hundreds of files.
 import { build } from 'esbuild';
-import { chmodSync } from 'node:fs';
+import { chmodSync, writeFileSync } from 'node:fs';
 
 const common = {
   bundle: true,
@@ -39,3 +39,12 @@ await build({
 
 // `npx jobharvest` runs the bin directly: it must be executable.
 chmodSync('dist/jobharvest.mjs', 0o755);
+
+// kubectl finds a plugin by its exact file name on PATH, extension and all, so
+// `kubectl jobharvest logs` needs an executable named kubectl-jobharvest. It
+// follows its own symlink (npm links bins), then runs the bundled CLI.
+writeFileSync(
+  'dist/kubectl-jobharvest',
+  '#!/bin/sh\nexec node "$(dirname "$(readlink -f "$0")")/jobharvest.mjs" "$@"\n',
+  { mode: 0o755 },
+);

@@ -121,6 +121,7 @@ export async function review(req: AdmissionRequest, deps: ReviewDeps): Promise<R
       namespace,
       serverVersion: deps.serverVersion(),
       assumeOptedIn: deps.assumeOptedIn ?? false,
+      now: Date.now(),
     });
     const warnings = warningsOut(result.warnings);
     if (result.decision.action === 'skip') {

@@ -17,7 +17,16 @@ export const ANNOTATIONS = {
   lokiTenant: 'jobharvest.io/loki-tenant',
   forwardTag: 'jobharvest.io/forward-tag',
   status: 'jobharvest.io/status',
+  /** Written at admission from the configured template: where the Job's logs can be read. */
+  logsUrl: 'jobharvest.io/logs-url',
+  /** Read by `jobharvest logs`: a query API when the sink endpoint is not one. */
+  queryEndpoint: 'jobharvest.io/query-endpoint',
+  queryType: 'jobharvest.io/query-type',
 } as const;
+
+/** The query APIs `jobharvest logs` speaks. */
+export const QUERY_TYPES = ['victorialogs', 'loki', 'elasticsearch'] as const;
+export type QueryType = (typeof QUERY_TYPES)[number];
 
 export const INJECT_LABEL = 'jobharvest.io/inject';
 export const DEFAULT_CONTAINER_ANNOTATION = 'kubectl.kubernetes.io/default-container';

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { SINKS } from '../contract/env.ts';
 import { ERROR_CODES, JobharvestError } from './errors.ts';
-import { parse } from './annotations.ts';
+import { parse, QUERY_TYPES } from './annotations.ts';
 import { headerListProblem } from '../contract/values.ts';
 
 function headerList(v: string): { ok: boolean; why?: string } {
@@ -35,6 +35,17 @@ const sinkSchema = z
   })
   .strict();
 
+// Where `jobharvest logs` reads a Job's lines back when the sink endpoint is
+// not itself queryable (a collector in front of the store, say).
+const querySchema = z
+  .object({
+    type: z.enum(QUERY_TYPES).optional(),
+    endpoint: z.string().optional(),
+    // A Secret in the Job's namespace with token or username/password for the query API.
+    authSecret: z.string().optional(),
+  })
+  .strict();
+
 export const SYSTEM_NAMESPACES = ['kube-system', 'kube-public', 'kube-node-lease'] as const;
 
 const configSchema = z
@@ -47,6 +58,9 @@ const configSchema = z
     namespaceSelection: z.enum(['annotation', 'label']).default('annotation'),
     webhookNamespace: z.string().default('jobharvest'),
     excludedNamespaces: z.array(z.string()).default([]),
+    query: querySchema.prefault({}),
+    // e.g. a Grafana Explore URL with {namespace}, {job}, {uid}, {from}, {to}: written to jobharvest.io/logs-url at admission.
+    logsUrlTemplate: z.string().default(''),
     sidecar: z
       .object({
         image: z.string().default('jobharvest:0.1.0'),
@@ -99,6 +113,9 @@ export function parseConfig(input: unknown): Config {
     ['sink.lokiTenant', cfg.sink.lokiTenant, parse.lokiTenant],
     ['sink.forwardTag', cfg.sink.forwardTag, parse.forwardTag],
     ['sink.headers', cfg.sink.headers, headerList],
+    ['query.endpoint', cfg.query.endpoint, parse.endpoint],
+    ['query.authSecret', cfg.query.authSecret, parse.secretName],
+    ['logsUrlTemplate', cfg.logsUrlTemplate || undefined, logsUrlTemplateCheck],
   ];
   const problems: string[] = [];
   for (const [path, value, check] of checks) {
@@ -108,6 +125,20 @@ export function parseConfig(input: unknown): Config {
   }
   if (problems.length) throw new JobharvestError(ERROR_CODES.BAD_CONFIG, `invalid configuration: ${problems.join('; ')}`);
   return cfg;
+}
+
+const PLACEHOLDER = /\{([a-z]+)\}/g;
+export const LOGS_URL_PLACEHOLDERS = ['namespace', 'job', 'uid', 'from', 'to'] as const;
+
+function logsUrlTemplateCheck(v: string): { ok: boolean; why?: string } {
+  const unknown = [...v.matchAll(PLACEHOLDER)].map((m) => m[1]!).filter((p) => !(LOGS_URL_PLACEHOLDERS as readonly string[]).includes(p));
+  if (unknown.length) return { ok: false, why: `unknown placeholder {${unknown[0]}}; known: ${LOGS_URL_PLACEHOLDERS.map((p) => `{${p}}`).join(', ')}` };
+  try {
+    new URL(v.replace(PLACEHOLDER, 'x'));
+  } catch {
+    return { ok: false, why: 'not a URL' };
+  }
+  return { ok: true };
 }
 
 const excludedCache = new WeakMap<Config, ReadonlySet<string>>();

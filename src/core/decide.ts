@@ -13,6 +13,8 @@ export interface DecideContext {
   serverVersion?: ServerVersion | undefined;
   /** The offline CLI injects as if the namespace had opted in. */
   assumeOptedIn?: boolean;
+  /** Admission time, epoch ms; the core reads no clock of its own. */
+  now?: number;
 }
 
 /**

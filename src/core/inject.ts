@@ -3,6 +3,7 @@ import { VERSION } from '../contract/version.ts';
 import { ANNOTATIONS, DEFAULT_CONTAINER_ANNOTATION, JOB_NAME_LABEL } from './annotations.ts';
 import type { Config } from './config.ts';
 import { chooseFailureExitCode } from './exit-code.ts';
+import { renderLogsUrl } from './logs-url.ts';
 import { type Container, type Job, type JobSpec, type Obj, type ObjectMeta, type PodSpec, type Volume } from './kube.ts';
 import type { Settings } from './settings.ts';
 
@@ -13,6 +14,8 @@ export interface InjectParams {
   /** Set when the Job has none; null leaves it unset (see decide). */
   ttlSecondsAfterFinished: number | null;
   config: Config;
+  /** Admission time in epoch ms, for the logs-url template's {from}. */
+  now?: number;
 }
 
 /** What the status annotation records, so a reader can tell what jobharvest changed. */
@@ -39,7 +42,7 @@ const TOKEN_EXPIRATION_SECONDS = 3607;
  * same input gives the same output byte for byte, which the golden files rely on.
  * The caller has already decided to inject (see decide()).
  */
-export function inject({ job: input, settings, mode, ttlSecondsAfterFinished, config }: InjectParams): { job: Job; warnings: string[] } {
+export function inject({ job: input, settings, mode, ttlSecondsAfterFinished, config, now }: InjectParams): { job: Job; warnings: string[] } {
   // Copy-on-write along the paths this function changes; every other subtree
   // is shared with the input. A deep clone of the whole Job was the single
   // largest cost per admission, and the input is never mutated either way.
@@ -142,6 +145,18 @@ export function inject({ job: input, settings, mode, ttlSecondsAfterFinished, co
     defaultContainer,
   };
   job.metadata.annotations = { ...(job.metadata.annotations ?? {}), [ANNOTATIONS.status]: JSON.stringify(status) };
+  // A link the user already set (or an earlier invocation wrote) stays.
+  if (config.logsUrlTemplate && job.metadata.annotations[ANNOTATIONS.logsUrl] === undefined) {
+    const created = job.metadata.creationTimestamp ? Date.parse(String(job.metadata.creationTimestamp)) : undefined;
+    const url = renderLogsUrl(config.logsUrlTemplate, {
+      namespace: job.metadata.namespace ?? '',
+      job: job.metadata.name,
+      uid: typeof job.metadata.uid === 'string' ? job.metadata.uid : undefined,
+      from: created !== undefined && !Number.isNaN(created) ? created : now,
+      to: undefined,
+    });
+    if (url !== undefined) job.metadata.annotations[ANNOTATIONS.logsUrl] = url;
+  }
   return { job, warnings };
 }
 

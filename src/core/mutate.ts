@@ -24,7 +24,7 @@ export function mutateJob(job: Job, ctx: DecideContext): MutateResult {
   const decision = decide(job, ctx);
   // Warnings quote annotation values, which may hold endpoints with credentials.
   if (decision.action === 'skip') return { decision, job, warnings: decision.warnings.map(redactUrls) };
-  const out = inject({ job, settings: decision.settings, mode: decision.mode, ttlSecondsAfterFinished: decision.ttlSecondsAfterFinished, config: ctx.config });
+  const out = inject({ job, settings: decision.settings, mode: decision.mode, ttlSecondsAfterFinished: decision.ttlSecondsAfterFinished, config: ctx.config, now: ctx.now });
   const over = tooLarge(out.job);
   if (over) {
     const detail = `the added annotations would make the ${over}`;

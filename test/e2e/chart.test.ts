@@ -160,6 +160,8 @@ const fullValues = {
   drainSeconds: 60,
   namespaceSelection: 'label',
   excludedNamespaces: ['batch-legacy', 'ci'],
+  query: { type: 'elasticsearch', endpoint: 'https://search.logging:9200', authSecret: 'search-reader' },
+  logsUrlTemplate: 'https://grafana.example/explore?ns={namespace}&job={job}&from={from}&to={to}',
   sidecar: {
     image: { repository: 'registry.example/jobharvest-sidecar', tag: '1.2.4' },
     imagePullPolicy: 'IfNotPresent',
@@ -188,6 +190,8 @@ describe('the rendered configuration file', () => {
       namespaceSelection: 'label',
       webhookNamespace: 'batch-system',
       excludedNamespaces: ['batch-legacy', 'ci'],
+      query: fullValues.query as Config['query'],
+      logsUrlTemplate: fullValues.logsUrlTemplate,
       sidecar: {
         image: 'registry.example/jobharvest-sidecar:1.2.4',
         imagePullPolicy: 'IfNotPresent',
@@ -203,6 +207,7 @@ describe('the rendered configuration file', () => {
     const keys = (o: object): string[] => Object.keys(o).sort();
     expect(keys(raw)).toEqual(keys(defaultConfig()));
     expect(keys(raw.sink as object)).toEqual(keys(expected.sink));
+    expect(keys(raw.query as object)).toEqual(keys(expected.query));
     expect(keys(raw.sidecar as object)).toEqual(keys(defaultConfig().sidecar));
   });
 

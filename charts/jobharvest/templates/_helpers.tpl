@@ -74,6 +74,12 @@ Empty strings are left out, so that the webhook's own defaults apply to them.
 {{- $_ := set $sink $key . }}
 {{- end }}
 {{- end }}
+{{- $query := dict }}
+{{- range $key := list "type" "endpoint" "authSecret" }}
+{{- with index $.Values.query $key }}
+{{- $_ := set $query $key . }}
+{{- end }}
+{{- end }}
 {{- $sidecar := dict
   "image" (include "jobharvest.sidecarImage" .)
   "imagePullPolicy" (default .Values.image.pullPolicy .Values.sidecar.imagePullPolicy)
@@ -92,6 +98,8 @@ Empty strings are left out, so that the webhook's own defaults apply to them.
   "namespaceSelection" .Values.namespaceSelection
   "webhookNamespace" .Release.Namespace
   "excludedNamespaces" .Values.excludedNamespaces
+  "query" $query
+  "logsUrlTemplate" .Values.logsUrlTemplate
   "sidecar" $sidecar
 }}
 {{- toYaml $config }}

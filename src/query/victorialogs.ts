@@ -1,0 +1,108 @@
+import { httpText, under, type HttpOptions } from './http.ts';
+import { pager } from './pager.ts';
+import { formatTimeNs, parseTimeNs, QueryError, type LogLine, type LogQuery, type QueryClient } from './types.ts';
+
+/** Where each sink's metadata lands in VictoriaLogs (the names the sidecar's encoders write). */
+export interface FieldMap {
+  namespace: string;
+  job: string;
+  pod: string;
+  container: string;
+  restart: string;
+  stream: string;
+  id: string;
+}
+
+const DOCUMENT: FieldMap = {
+  namespace: 'k8s.namespace.name',
+  job: 'k8s.job.name',
+  pod: 'k8s.pod.name',
+  container: 'k8s.container.name',
+  restart: 'k8s.container.restart_count',
+  stream: 'stream',
+  id: 'id',
+};
+
+export const FIELD_MAPS = {
+  /** Loki push: labels plus structured metadata. */
+  loki: { namespace: 'namespace', job: 'job', pod: 'pod', container: 'container', restart: 'restart_count', stream: 'stream', id: 'id' },
+  /** The JSON document of the http and elasticsearch sinks. */
+  document: DOCUMENT,
+  /** OTLP: the same k8s attributes, OpenTelemetry's names for stream and id. */
+  otlp: { ...DOCUMENT, stream: 'log.iostream', id: 'log.record.uid' },
+} satisfies Record<string, FieldMap>;
+
+export type FieldPreset = keyof typeof FIELD_MAPS;
+
+const quote = (s: string) => JSON.stringify(s);
+const field = (name: string) => (/^[A-Za-z_][A-Za-z0-9_.]*$/.test(name) ? name : quote(name));
+
+/** The LogsQL filter for a query, exact matches only: no value is ever parsed as LogsQL. */
+export function logsqlFilter(q: LogQuery, f: FieldMap): string {
+  const parts = [`${field(f.namespace)}:=${quote(q.namespace)}`, `${field(f.job)}:=${quote(q.job)}`];
+  if (q.pod !== undefined) parts.push(`${field(f.pod)}:=${quote(q.pod)}`);
+  if (q.containers !== undefined) parts.push(`${field(f.container)}:in(${q.containers.map(quote).join(',')})`);
+  return parts.join(' ');
+}
+
+/**
+ * Which writer's field names hold this Job's lines: the sink that wrote them
+ * is not always known to the reader (a query endpoint set by hand, a sink
+ * changed since), and one `limit 1` query per candidate settles it.
+ */
+export async function detectFields(base: string, q: LogQuery, preferred: FieldPreset, http: HttpOptions = {}): Promise<FieldPreset> {
+  const order = [preferred, ...(Object.keys(FIELD_MAPS) as FieldPreset[]).filter((p) => p !== preferred)];
+  for (const preset of order) {
+    const f = FIELD_MAPS[preset];
+    const params = new URLSearchParams({ query: `${logsqlFilter({ namespace: q.namespace, job: q.job }, f)} | limit 1 | fields _time`, start: '0' });
+    const text = await httpText(under(base, '/select/logsql/query'), http, 'POST', { type: 'application/x-www-form-urlencoded', text: params.toString() });
+    if (text.trim()) return preset;
+  }
+  return preferred;
+}
+
+/**
+ * VictoriaLogs' LogsQL `/select/logsql/query`: sorted by `_time` on the server
+ * with a `limit` (a top-k, so a page costs the server no more than its size),
+ * and paged by moving `start` past the last line emitted.
+ */
+export class VictoriaLogsClient implements QueryClient {
+  readonly kind = 'victorialogs';
+  constructor(
+    private readonly base: string,
+    private readonly fields: FieldMap,
+    private readonly http: HttpOptions = {},
+  ) {}
+
+  lines(q: LogQuery, pageSize = 5000): AsyncIterable<LogLine> {
+    const f = this.fields;
+    const filter = logsqlFilter(q, f);
+    const url = under(this.base, '/select/logsql/query');
+    const pipe = `| sort by (_time) limit LIMIT | fields _time, _msg, ${[f.pod, f.container, f.restart, f.stream, f.id].map(field).join(', ')}`;
+    return pager<bigint>(async (after, limit) => {
+      const from = after !== undefined ? after + 1n : q.fromNs;
+      const params = new URLSearchParams({ query: `${filter} ${pipe.replace('LIMIT', String(limit))}` });
+      params.set('start', from !== undefined ? formatTimeNs(from) : '0');
+      if (q.toNs !== undefined) params.set('end', formatTimeNs(q.toNs - 1n));
+      const text = await httpText(url, this.http, 'POST', { type: 'application/x-www-form-urlencoded', text: params.toString() });
+      const rows = [];
+      for (const raw of text.split('\n')) {
+        if (!raw) continue;
+        const r = JSON.parse(raw) as Record<string, string | undefined>;
+        const ns = parseTimeNs(r._time ?? '');
+        if (ns === undefined) throw new QueryError(`VictoriaLogs returned a row without a usable _time: ${raw.slice(0, 200)}`);
+        const line: LogLine = {
+          ns,
+          stream: r[f.stream] ?? '',
+          message: r._msg ?? '',
+          pod: r[f.pod] ?? '',
+          container: r[f.container] ?? '',
+          restart: Number(r[f.restart] ?? 0),
+          id: r[f.id] ?? '',
+        };
+        rows.push({ line, key: ns, cursor: ns });
+      }
+      return { rows };
+    }, pageSize);
+  }
+}
