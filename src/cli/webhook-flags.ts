@@ -23,6 +23,8 @@ export interface WebhookFlags {
   webhookConfigName?: string;
   logReaderClusterrole: string;
   apiRbac: boolean;
+  deliveryReport: boolean;
+  serviceAccount?: string;
   certIntervalSeconds?: string;
   cabundleIntervalSeconds?: string;
 }
@@ -74,6 +76,8 @@ export function webhookOptions(flags: WebhookFlags): WebhookOptions {
     webhookConfigName: flags.webhookConfigName,
     logReaderClusterRole: flags.logReaderClusterrole,
     apiRbac: flags.apiRbac,
+    deliveryReport: flags.deliveryReport !== false,
+    serviceAccount: flags.serviceAccount,
     certIntervalMs: millis('cert-interval-seconds', flags.certIntervalSeconds),
     caBundleIntervalMs: millis('cabundle-interval-seconds', flags.cabundleIntervalSeconds),
   };

@@ -13,6 +13,7 @@ import { messageOf } from './errors.ts';
 import { managedByLabels } from './labels.ts';
 import type { Log } from './log.ts';
 import { LogReaderRbac } from './log-reader-rbac.ts';
+import { startDeliveryController } from './delivery-controller.ts';
 import { startNamespaceCache } from './namespace-cache.ts';
 import { registerUrlWebhook } from './register.ts';
 
@@ -34,6 +35,10 @@ export interface EdgeOptions {
   failurePolicy?: 'Ignore' | 'Fail';
   logReaderClusterRole: string;
   apiRbac: boolean;
+  /** Annotate finished Jobs with where their logs went, and record one Event. */
+  deliveryReport?: boolean;
+  /** The webhook's own service account: bound to the log reader in opted-in namespaces. */
+  serviceAccount?: string | undefined;
   tlsCertFile?: string | undefined;
   tlsKeyFile?: string | undefined;
   certIntervalMs?: number;
@@ -64,7 +69,11 @@ export async function startEdgeWith(kc: KubeConfig, opts: EdgeOptions): Promise<
   const stops: Array<() => void | Promise<void>> = [];
   const version = await serverVersion(kc, log);
 
-  const rbac = opts.apiRbac ? new LogReaderRbac(kc.makeApiClient(RbacAuthorizationV1Api), { config: opts.config, clusterRole: opts.logReaderClusterRole, log }) : undefined;
+  const webhookSubject = opts.deliveryReport && opts.serviceAccount ? { serviceAccount: opts.serviceAccount, namespace: opts.namespace } : undefined;
+  const rbac =
+    opts.apiRbac || webhookSubject
+      ? new LogReaderRbac(kc.makeApiClient(RbacAuthorizationV1Api), { config: opts.config, clusterRole: opts.logReaderClusterRole, log, sidecars: opts.apiRbac, webhook: webhookSubject })
+      : undefined;
   const namespaces = await startNamespaceCache(kc, {
     log: (l, m, e) => log(l, m, e),
     ...(rbac ? { listeners: [(ns, deleted) => rbac.onNamespace(ns, deleted)] } : {}),
@@ -141,6 +150,10 @@ export async function startEdgeWith(kc: KubeConfig, opts: EdgeOptions): Promise<
   }
   opts.onCertExpiry?.(secondsUntilExpiry(tls.cert, new Date()));
   caBundle?.start();
+  if (opts.deliveryReport) {
+    const delivery = await startDeliveryController(kc, { log });
+    stops.push(() => delivery.stop());
+  }
   if (caBundle) stops.push(() => caBundle.stop());
 
   return {
