@@ -328,14 +328,18 @@ describe('the rendered objects', () => {
     expect(objects.filter((o) => o.kind === 'PodDisruptionBudget')).toEqual([]);
   });
 
-  it('grants exactly the least-privilege RBAC of auto mode with api RBAC', async () => {
+  it('grants exactly the least-privilege RBAC of auto mode with api RBAC and the delivery report', async () => {
     const objects = await render(helm, { release: 'jh', namespace: 'jobharvest' });
     expect(rulesOf(one<V1ClusterRole>(objects, 'ClusterRole', 'jh-jobharvest'))).toEqual([
       { apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] },
       { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: ['jh-jobharvest'], verbs: ['get', 'update'] },
       { apiGroups: ['rbac.authorization.k8s.io'], resources: ['rolebindings'], verbs: ['get', 'create', 'delete'] },
       { apiGroups: ['rbac.authorization.k8s.io'], resources: ['clusterroles'], resourceNames: ['jh-jobharvest-log-reader'], verbs: ['bind'] },
+      { apiGroups: ['batch'], resources: ['jobs'], verbs: ['get', 'list', 'watch', 'patch'] },
+      { apiGroups: [''], resources: ['events'], verbs: ['create'] },
     ]);
+    // Pods are read through the log reader, bound per opted-in namespace to this account.
+    expect(argsOf(objects)).toContain('--service-account=jh-jobharvest');
     expect(rulesOf(one<V1Role>(objects, 'Role', 'jh-jobharvest'))).toEqual([
       { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
       { apiGroups: [''], resources: ['secrets'], resourceNames: ['jh-jobharvest-tls'], verbs: ['get', 'update'] },
@@ -350,8 +354,9 @@ describe('the rendered objects', () => {
     const objects = await render(helm, {
       release: 'jh',
       namespace: 'jobharvest',
-      values: { webhook: { apiRbac: false }, certificates: { mode: 'provided', provided: { secretName: 'my-tls', caBundle: 'Y2E=' } } },
+      values: { webhook: { apiRbac: false, deliveryReport: false }, certificates: { mode: 'provided', provided: { secretName: 'my-tls', caBundle: 'Y2E=' } } },
     });
+    expect(argsOf(objects)).toContain('--no-delivery-report');
     expect(rulesOf(one<V1ClusterRole>(objects, 'ClusterRole', 'jh-jobharvest'))).toEqual([
       { apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] },
       // Read-only: readiness checks that the caBundle trusts the mounted certificate.
