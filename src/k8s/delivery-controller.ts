@@ -9,7 +9,11 @@
 // webhook picks up every finished Job not yet reported.
 import { BatchV1Api, CoreV1Api, makeInformer, PatchStrategy, setHeaderOptions, type CoreV1Event, type KubeConfig, type V1Job, type V1Pod } from '@kubernetes/client-node';
 import { DELIVERY_ANNOTATION, deliveryEvent, deliveryOf, encodeDelivery, injectionStatus, jobFinished, podDone, podOutcome, type Delivery, type PodOutcome } from '../harvester/report.ts';
+import type { TerminationMessage } from '../contract/termination.ts';
+import { finishedAt, needsHarvest } from '../harvester/report.ts';
+import { holdDeadline, holdOf, holdPatch, releasePatch, type Hold } from '../harvester/hold.ts';
 import { messageOf, statusOf } from './errors.ts';
+import type { HarvestResult } from './harvest-runner.ts';
 import type { Log } from './log.ts';
 
 export const CONTROLLER_UID_LABEL = 'batch.kubernetes.io/controller-uid';
@@ -21,16 +25,21 @@ export interface DeliveryControllerOptions {
   podsDoneTimeoutMs?: number;
   retryMs?: number;
   /**
-   * Called before the report for Jobs whose pods need their logs read again
-   * (the harvester); resolves with the final delivery, or undefined to report
-   * the sidecars' own counts.
+   * The harvester: for Jobs with pods whose sidecar did not deliver
+   * everything, hold the Job, ship the rest through pods/log, then release.
    */
-  harvest?: (job: V1Job, pods: readonly V1Pod[], outcomes: readonly PodOutcome[], delivery: Delivery) => Promise<Delivery | undefined>;
+  harvester?: {
+    readonly maxHoldSeconds: number;
+    /** Ships one pod's missing lines; injected in tests. */
+    readonly run: (pod: V1Pod, container: string, message: TerminationMessage | undefined, deadlineMs: number) => Promise<HarvestResult>;
+  };
 }
 
 export interface DeliveryController {
   /** Resolves once nothing is queued or running (tests). */
   idle(): Promise<void>;
+  /** Jobs being harvested by this process. */
+  harvesting(): number;
   stop(): Promise<void>;
 }
 
@@ -48,6 +57,8 @@ export async function startDeliveryController(kc: KubeConfig, opts: DeliveryCont
   const podsDoneTimeout = opts.podsDoneTimeoutMs ?? 5 * 60_000;
   const retryMs = opts.retryMs ?? 2000;
   const queue = new Map<string, Pending>();
+  /** Harvests running in this process, by Job uid; the hold annotation is what survives a restart. */
+  const harvests = new Map<string, Promise<void>>();
   const timers = new Set<NodeJS.Timeout>();
   let running: Promise<void> | undefined;
   let stopped = false;
@@ -128,9 +139,99 @@ export async function startDeliveryController(kc: KubeConfig, opts: DeliveryCont
     const outcomes = pods.map((pod) => podOutcome(pod, status.container));
     const waiting = pods.some((pod) => !podDone(pod) && !pod.metadata?.deletionTimestamp) || outcomes.some((o) => o.sidecar.kind === 'running');
     if (waiting && Date.now() - p.firstSeen < podsDoneTimeout) return false;
-    let delivery = deliveryOf(status.sink, outcomes);
-    if (opts.harvest) delivery = (await opts.harvest(job, pods, outcomes, delivery)) ?? delivery;
-    return report(p, delivery);
+    const delivery = deliveryOf(status.sink, outcomes);
+    const h = opts.harvester;
+    const work = pods.filter((_pod, i) => needsHarvest(outcomes[i]!.sidecar));
+    if (!h || (work.length === 0 && !holdOf(job))) return report(p, delivery);
+    if (harvests.has(p.uid)) return true;
+    let hold = holdOf(job);
+    if (!hold) {
+      // First, before the TTL runs out: the pods (and their logs) stay as long as the Job does.
+      const plan = holdPatch(job, finishedAt(job)?.getTime() ?? Date.now(), Date.now(), h.maxHoldSeconds)!;
+      try {
+        await batch.patchNamespacedJob({ name: p.name, namespace: p.namespace, body: plan.patch }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+      } catch (err) {
+        const code = statusOf(err);
+        if (code === 404) {
+          log('warn', 'the Job was deleted before it could be held; its missing lines are lost', { namespace: p.namespace, job: p.name });
+          return true;
+        }
+        if (code === 409) return false;
+        throw err;
+      }
+      hold = plan.hold;
+      log('info', 'holding the Job to ship what its sidecar could not', { namespace: p.namespace, job: p.name, pods: work.length, originalTtl: hold.originalTtl, maxHoldSeconds: hold.maxHoldSeconds });
+    }
+    const held = hold;
+    const run = harvest(p, held, status.sink, status.container, pods, outcomes, h)
+      .catch((err: unknown) => {
+        log('warn', 'harvest failed; retrying', { namespace: p.namespace, job: p.name, error: messageOf(err) });
+        later(() => {
+          if (!queue.has(p.uid)) queue.set(p.uid, p);
+          kick();
+        }, retryMs);
+      })
+      .finally(() => harvests.delete(p.uid));
+    harvests.set(p.uid, run);
+    return true;
+  }
+
+  async function harvest(p: Pending, hold: Hold, sink: string, container: string, pods: readonly V1Pod[], outcomes: readonly PodOutcome[], h: NonNullable<DeliveryControllerOptions['harvester']>): Promise<void> {
+    let shipped = 0;
+    let lost = 0;
+    let unaccounted = 0;
+    let harvested = 0;
+    for (let i = 0; i < pods.length; i++) {
+      const o = outcomes[i]!.sidecar;
+      const message = o.kind === 'reported' ? o.message : undefined;
+      shipped += message?.shipped ?? 0;
+      // Refused for good by the server: not sent again, lost.
+      lost += message?.dead_lettered ?? 0;
+      if (!needsHarvest(o)) continue;
+      const deadlineMs = Math.max(1000, holdDeadline(hold) - Date.now());
+      try {
+        const r = await h.run(pods[i]!, container, message, deadlineMs);
+        shipped += r.shipped;
+        harvested += r.shipped;
+        lost += r.lost;
+        log(r.lost === 0 ? 'info' : 'warn', 'harvested a pod', { namespace: p.namespace, job: p.name, pod: pods[i]!.metadata?.name, ...r });
+      } catch (err) {
+        // The pod's logs cannot be read (gone, forbidden): nobody knows how many lines it had.
+        unaccounted++;
+        log('warn', 'could not harvest a pod; its missing lines are unaccounted', { namespace: p.namespace, job: p.name, pod: pods[i]!.metadata?.name, error: messageOf(err) });
+      }
+    }
+    const delivery: Delivery = { sink, pods: pods.length, shipped, lost, unaccounted, harvested };
+    await release(p, hold, delivery);
+  }
+
+  async function release(p: Pending, hold: Hold, delivery: Delivery): Promise<void> {
+    for (;;) {
+      let job: V1Job;
+      try {
+        job = await batch.readNamespacedJob({ name: p.name, namespace: p.namespace });
+      } catch (err) {
+        if (statusOf(err) === 404) return;
+        throw err;
+      }
+      if (job.metadata?.uid !== p.uid) return;
+      try {
+        await batch.patchNamespacedJob({ name: p.name, namespace: p.namespace, body: releasePatch(job, holdOf(job) ?? hold, delivery) }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+      } catch (err) {
+        const code = statusOf(err);
+        if (code === 404) return;
+        if (code === 409) continue;
+        throw err;
+      }
+      const ev = deliveryEvent(delivery);
+      try {
+        await core.createNamespacedEvent({ namespace: p.namespace, body: jobEvent(job, ev.type, ev.reason, ev.message) });
+      } catch (err) {
+        log('warn', 'could not record the delivery Event; the annotation is there', { namespace: p.namespace, job: p.name, error: messageOf(err) });
+      }
+      log('info', 'released the Job', { namespace: p.namespace, job: p.name, ttlSecondsAfterFinished: hold.originalTtl, ...delivery });
+      return;
+    }
   }
 
   async function report(p: Pending, delivery: Delivery): Promise<boolean> {
@@ -189,6 +290,7 @@ export async function startDeliveryController(kc: KubeConfig, opts: DeliveryCont
       await informer.stop();
       await running;
     },
+    harvesting: () => harvests.size,
   };
 }
 

@@ -1,4 +1,4 @@
-import { AdmissionregistrationV1Api, CoreV1Api, RbacAuthorizationV1Api, VersionApi, type KubeConfig } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, CoreV1Api, RbacAuthorizationV1Api, VersionApi, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import type { ReviewDeps } from '../core/admission.ts';
 import type { Config } from '../core/config.ts';
 import { parseServerVersion, supportsNativeSidecars, type ServerVersion } from '../core/server-version.ts';
@@ -13,7 +13,10 @@ import { messageOf } from './errors.ts';
 import { managedByLabels } from './labels.ts';
 import type { Log } from './log.ts';
 import { LogReaderRbac } from './log-reader-rbac.ts';
-import { startDeliveryController } from './delivery-controller.ts';
+import { startDeliveryController, type DeliveryController } from './delivery-controller.ts';
+import { startLeader } from './leader.ts';
+import type { TerminationMessage } from '../contract/termination.ts';
+import { hostname } from 'node:os';
 import { startNamespaceCache } from './namespace-cache.ts';
 import { registerUrlWebhook } from './register.ts';
 
@@ -39,6 +42,10 @@ export interface EdgeOptions {
   deliveryReport?: boolean;
   /** The webhook's own service account: bound to the log reader in opted-in namespaces. */
   serviceAccount?: string | undefined;
+  /** The harvester's maximum hold; 0 or unset: no harvester, the report only. */
+  maxHoldSeconds?: number;
+  /** Leader-election Lease duration (tests shorten it). */
+  leaseSeconds?: number;
   tlsCertFile?: string | undefined;
   tlsKeyFile?: string | undefined;
   certIntervalMs?: number;
@@ -151,8 +158,36 @@ export async function startEdgeWith(kc: KubeConfig, opts: EdgeOptions): Promise<
   opts.onCertExpiry?.(secondsUntilExpiry(tls.cert, new Date()));
   caBundle?.start();
   if (opts.deliveryReport) {
-    const delivery = await startDeliveryController(kc, { log });
-    stops.push(() => delivery.stop());
+    // One replica reports and harvests: the holder of the Lease.
+    const harvester = opts.maxHoldSeconds
+      ? {
+          maxHoldSeconds: opts.maxHoldSeconds,
+          run: async (pod: V1Pod, container: string, message: TerminationMessage | undefined, deadlineMs: number) => {
+            const { harvestPod } = await import('./harvest-runner.ts');
+            return harvestPod(kc, pod, container, message, { deadlineMs });
+          },
+        }
+      : undefined;
+    let controller: Promise<DeliveryController> | undefined;
+    const leader = startLeader(kc, {
+      namespace: opts.namespace,
+      name: `${opts.serviceName}-leader`,
+      identity: process.env.POD_NAME ?? `${hostname()}-${process.pid}`,
+      log,
+      ...(opts.leaseSeconds ? { leaseSeconds: opts.leaseSeconds, retryMs: Math.max(100, Math.floor((opts.leaseSeconds * 1000) / 5)) } : {}),
+      onStartedLeading: () => {
+        controller = startDeliveryController(kc, { log, ...(harvester ? { harvester } : {}) });
+      },
+      onStoppedLeading: () => {
+        const c = controller;
+        controller = undefined;
+        void c?.then((x) => x.stop());
+      },
+    });
+    stops.push(async () => {
+      await leader.stop();
+      await (await controller)?.stop();
+    });
   }
   if (caBundle) stops.push(() => caBundle.stop());
 

@@ -33,6 +33,9 @@ export interface WebhookOptions {
   deliveryReport: boolean;
   /** The webhook's service account, bound to the log reader in opted-in namespaces. */
   serviceAccount: string | undefined;
+  /** Harvester's maximum hold; 0: no harvester. */
+  maxHoldSeconds: number;
+  leaseSeconds: number;
   certIntervalMs: number | undefined;
   caBundleIntervalMs: number | undefined;
 }
@@ -67,6 +70,8 @@ export async function runWebhook(flags: WebhookOptions): Promise<void> {
       apiRbac: flags.apiRbac,
       deliveryReport: flags.deliveryReport,
       serviceAccount: flags.serviceAccount,
+      maxHoldSeconds: flags.maxHoldSeconds,
+      leaseSeconds: flags.leaseSeconds,
       tlsCertFile: flags.tlsCert,
       tlsKeyFile: flags.tlsKey,
       ...(certIntervalMs ? { certIntervalMs } : {}),

@@ -4,17 +4,19 @@
  * status, the `jobharvest.io/delivery` annotation and the one Event on the
  * Job. Counts are checked at VictoriaLogs.
  */
-import type { CoreV1Event, V1Job, V1Pod } from '@kubernetes/client-node';
+import { Watch, type CoreV1Event, type V1Job, type V1Pod } from '@kubernetes/client-node';
 import { rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeTermination } from '../../src/contract/termination.ts';
+import { HOLD_ANNOTATION } from '../../src/harvester/hold.ts';
 import { DELIVERY_ANNOTATION, type Delivery } from '../../src/harvester/report.ts';
 import { useCluster, waitFor } from '../harness/cluster/client.ts';
 import { numberedLines, shellJob, Stack } from '../harness/kubelet/stack.ts';
 
 const cluster = useCluster();
+const MAX_HOLD = 20;
 let stack: Stack;
 
 interface Row {
@@ -28,7 +30,8 @@ interface Row {
 const tally: Row[] = [];
 
 beforeAll(async () => {
-  stack = await Stack.start({ info: cluster.info, name: 'hv', kubelet: { restartBackoffMs: 300 } });
+  // A short maximum hold and Lease, so giving up and takeovers fit in a test.
+  stack = await Stack.start({ info: cluster.info, name: 'hv', kubelet: { restartBackoffMs: 300 }, webhookArgs: ['--max-hold-seconds', String(MAX_HOLD), '--lease-seconds', '3'] });
 }, 240_000);
 
 afterAll(async () => {
@@ -40,6 +43,25 @@ afterAll(async () => {
 function gate(name: string): { path: string; open(): void; dispose(): void } {
   const path = join(tmpdir(), `jh-gate-${name}-${process.pid}-${Date.now()}`);
   return { path, open: () => writeFileSync(path, ''), dispose: () => rmSync(path, { force: true }) };
+}
+
+/**
+ * Every version of one Job as the API server's watch delivers it: a release
+ * that restores a TTL already past due is followed by the deletion within
+ * milliseconds, too fast for polling.
+ */
+function recordJob(ns: string, name: string): { versions: Array<{ type: string; job: V1Job; at: number }>; stop(): void } {
+  const versions: Array<{ type: string; job: V1Job; at: number }> = [];
+  let req: { abort(): void } | undefined;
+  void new Watch(cluster.kc)
+    .watch(`/apis/batch/v1/namespaces/${ns}/jobs`, { fieldSelector: `metadata.name=${name}` }, (type, job: V1Job) => versions.push({ type, job, at: Date.now() }), () => {})
+    .then((r) => (req = r));
+  return { versions, stop: () => req?.abort() };
+}
+
+function deliveryIn(rec: ReturnType<typeof recordJob>): { job: V1Job; delivery: Delivery; at: number } | undefined {
+  const v = rec.versions.find((x) => x.type !== 'DELETED' && x.job.metadata?.annotations?.[DELIVERY_ANNOTATION]);
+  return v ? { job: v.job, delivery: JSON.parse(v.job.metadata!.annotations![DELIVERY_ANNOTATION]!) as Delivery, at: v.at } : undefined;
 }
 
 async function delivered(ns: string, name: string): Promise<{ job: V1Job; delivery: Delivery }> {
@@ -85,50 +107,128 @@ describe('delivery report', () => {
     expect(got).toEqual({ total: N, distinct: N });
   });
 
-  it('D2. server down past the drain budget: the termination message names the exact resume position, the Job the exact count lost, a Warning Event', async () => {
+});
+
+async function waitGone(ns: string, name: string, timeoutMs = 60_000): Promise<number> {
+  return waitFor(
+    `${ns}/${name} deleted`,
+    async () => {
+      try {
+        await stack.batch.readNamespacedJob({ name, namespace: ns });
+        return undefined;
+      } catch (err) {
+        return (err as { code?: number }).code === 404 ? Date.now() : undefined;
+      }
+    },
+    { timeoutMs, intervalMs: 100 },
+  );
+}
+
+async function held(ns: string, name: string): Promise<V1Job> {
+  return waitFor(`${ns}/${name} held`, async () => {
+    const job = await stack.batch.readNamespacedJob({ name, namespace: ns });
+    return job.metadata?.annotations?.[HOLD_ANNOTATION] ? job : undefined;
+  }, { timeoutMs: 30_000, intervalMs: 100 });
+}
+
+describe('the harvester', () => {
+  it('H1. log server down past the drain budget, back later: the Job is held, the harvester ships the rest, Normal Event, original TTL restored, then deleted', async () => {
     const N1 = 300;
     const N2 = 200;
     const DRAIN = 3;
-    const g = gate('d2');
+    const DOWN_MS = 10_000;
+    const g = gate('h1');
     try {
-      const ns = await stack.namespace('d2', { drainSeconds: DRAIN, ttlSeconds: 60 });
+      const ns = await stack.namespace('h1', { drainSeconds: DRAIN });
+      const rec = recordJob(ns, 'h1');
       await stack.batch.createNamespacedJob({
         namespace: ns,
-        body: shellJob('d2', { terminationGracePeriodSeconds: DRAIN + 5, script: `${numberedLines('d2', N1)}; while [ ! -e "$GATE" ]; do sleep 0.05; done; ${numberedLines('d2', N2, N1 + 1)}`, env: [{ name: 'GATE', value: g.path }] }),
+        body: shellJob('h1', { terminationGracePeriodSeconds: DRAIN + 5, script: `${numberedLines('h1', N1)}; while [ ! -e "$GATE" ]; do sleep 0.05; done; ${numberedLines('h1', N2, N1 + 1)}`, env: [{ name: 'GATE', value: g.path }] }),
       });
       const filter = stack.filter(ns);
       await waitFor(`${N1} lines at the server`, async () => ((await stack.vl.count(filter)) >= N1 ? true : undefined), { timeoutMs: 60_000 });
       await stack.vl.stop();
+      const downAt = Date.now();
       g.open();
-      const { job, delivery } = await delivered(ns, 'd2');
-      await stack.vl.start();
-      expect(delivery).toEqual({ sink: 'loki', pods: 1, shipped: N1, lost: N2, unaccounted: 0 });
-      const { pod, text } = await sidecarMessage(ns, 'd2');
+      const job = await held(ns, 'h1');
+      const hold = JSON.parse(job.metadata!.annotations![HOLD_ANNOTATION]!) as { originalTtl: number };
+      expect(hold.originalTtl).toBe(3);
+      expect(job.spec!.ttlSecondsAfterFinished!).toBeGreaterThanOrEqual(MAX_HOLD);
+      const { pod, text } = await sidecarMessage(ns, 'h1');
       const m = decodeTermination(text)!;
       expect(m).toMatchObject({ state: 'incomplete', mode: 'node', shipped: N1, unsent: N2, done: [] });
       expect(m.runs).toHaveLength(1);
       const [container, restart, ts, n] = m.runs[0]!;
       expect([container, restart, n]).toEqual(['main', 0, 1]);
-      // Resume through pods/log as a reader would: skip the lines before ts and
-      // n at ts; the first line left is the first unsent one.
+      // The position, read back through pods/log as the harvester does: skip the
+      // lines before ts and n at ts; the first line left is the first unsent one.
       const log = await stack.core.readNamespacedPodLog({ name: pod.metadata!.name!, namespace: ns, container: 'main', timestamps: true });
       const lines = String(log).split('\n').filter(Boolean);
       const at = lines.findIndex((l) => l.startsWith(`${ts} `));
-      expect(at, 'the position is a line pods/log serves').toBeGreaterThanOrEqual(0);
-      expect(lines[at]!.endsWith(`d2 line ${N1}`)).toBe(true);
-      expect(lines[at + n]!.endsWith(`d2 line ${N1 + 1}`)).toBe(true);
+      expect(lines[at]!.endsWith(`h1 line ${N1}`)).toBe(true);
+      expect(lines[at + n]!.endsWith(`h1 line ${N1 + 1}`)).toBe(true);
       expect(lines.length - at - n).toBe(N2);
-      const events = await waitFor('the Event', async () => {
-        const e = await eventsOf(ns, job);
-        return e.length > 0 ? e : undefined;
-      });
-      expect(events.map((e) => [e.type, e.reason, e.message])).toEqual([['Warning', 'LogsLost', `${N1} lines from 1 pod shipped to loki; ${N2} lines lost`]]);
+      // Still down, past the drain budget: the Job stays.
+      await new Promise((r) => setTimeout(r, Math.max(0, DOWN_MS - (Date.now() - downAt))));
+      expect((await stack.batch.readNamespacedJob({ name: 'h1', namespace: ns })).metadata?.annotations?.[HOLD_ANNOTATION]).toBeDefined();
+      await stack.vl.start();
+      const { job: released, delivery, at: releasedAt } = await waitFor('the release', async () => deliveryIn(rec), { timeoutMs: 60_000 });
+      expect(delivery).toEqual({ sink: 'loki', pods: 1, shipped: N1 + N2, lost: 0, unaccounted: 0, harvested: N2 });
+      expect(released.spec?.ttlSecondsAfterFinished, 'the original TTL is back').toBe(3);
+      expect(released.metadata?.annotations?.[HOLD_ANNOTATION]).toBeUndefined();
+      const events = await waitFor('the Event', async () => ((await eventsOf(ns, released)).length > 0 ? eventsOf(ns, released) : undefined));
+      expect(events.map((e) => [e.type, e.reason, e.message])).toEqual([['Normal', 'LogsShipped', `${N1 + N2} lines from 1 pod shipped to loki (${N2} by the harvester)`]]);
+      await waitGone(ns, 'h1');
+      await waitFor('the deletion in the watch', async () => (rec.versions.some((v) => v.type === 'DELETED') ? true : undefined));
+      rec.stop();
+      const deletedAt = rec.versions.find((v) => v.type === 'DELETED')!.at;
+      expect(deletedAt, 'deleted only after the release').toBeGreaterThanOrEqual(releasedAt);
+      // Before the release every version of the Job still had its hold.
+      const before = rec.versions.filter((v) => v.at < releasedAt && v.job.metadata?.annotations?.[HOLD_ANNOTATION]);
+      expect(before.length).toBeGreaterThan(0);
       const got = await stack.vl.countWithDistinct(filter, '_msg');
-      tally.push({ scenario: 'D2. server down past the drain budget', written: N1 + N2, received: got.total, duplicated: got.total - got.distinct, annotation: JSON.stringify(delivery), event: `${events[0]!.reason}: ${events[0]!.message}` });
+      tally.push({ scenario: `H1. server down ${DOWN_MS / 1000} s past a ${DRAIN} s drain budget`, written: N1 + N2, received: got.total, duplicated: got.total - got.distinct, annotation: JSON.stringify(delivery), event: `${events[0]!.reason}: ${events[0]!.message}` });
+      expect(got.distinct).toBe(N1 + N2);
+      expect(got.total - got.distinct).toBe(0);
+    } finally {
+      g.dispose();
+      if (!stack.vl.running) await stack.vl.start();
+    }
+  }, 180_000);
+
+  it('H3. a log server that never comes back within the maximum hold: a Warning Event with the exact count lost, then the Job is deleted', async () => {
+    const N1 = 300;
+    const N2 = 200;
+    const DRAIN = 3;
+    const g = gate('h3');
+    try {
+      const ns = await stack.namespace('h3', { drainSeconds: DRAIN });
+      const rec = recordJob(ns, 'h3');
+      await stack.batch.createNamespacedJob({
+        namespace: ns,
+        body: shellJob('h3', { terminationGracePeriodSeconds: DRAIN + 5, script: `${numberedLines('h3', N1)}; while [ ! -e "$GATE" ]; do sleep 0.05; done; ${numberedLines('h3', N2, N1 + 1)}`, env: [{ name: 'GATE', value: g.path }] }),
+      });
+      const filter = stack.filter(ns);
+      await waitFor(`${N1} lines at the server`, async () => ((await stack.vl.count(filter)) >= N1 ? true : undefined), { timeoutMs: 60_000 });
+      await stack.vl.stop();
+      g.open();
+      const job = await held(ns, 'h3');
+      const heldAt = Date.parse((JSON.parse(job.metadata!.annotations![HOLD_ANNOTATION]!) as { since: string }).since);
+      const { job: released, delivery, at: releasedAt } = await waitFor('the release', async () => deliveryIn(rec), { timeoutMs: (MAX_HOLD + 60) * 1000 });
+      expect(releasedAt - heldAt, 'held for the maximum hold').toBeGreaterThanOrEqual(MAX_HOLD * 1000 - 1000);
+      expect(delivery).toEqual({ sink: 'loki', pods: 1, shipped: N1, lost: N2, unaccounted: 0, harvested: 0 });
+      expect(released.spec?.ttlSecondsAfterFinished).toBe(3);
+      const events = await waitFor('the Event', async () => ((await eventsOf(ns, released)).length > 0 ? eventsOf(ns, released) : undefined));
+      expect(events.map((e) => [e.type, e.reason, e.message])).toEqual([['Warning', 'LogsLost', `${N1} lines from 1 pod shipped to loki; ${N2} lines lost`]]);
+      await waitGone(ns, 'h3');
+      rec.stop();
+      await stack.vl.start();
+      const got = await stack.vl.countWithDistinct(filter, '_msg');
+      tally.push({ scenario: `H3. server never back within a ${MAX_HOLD} s maximum hold`, written: N1 + N2, received: got.total, duplicated: got.total - got.distinct, annotation: JSON.stringify(delivery), event: `${events[0]!.reason}: ${events[0]!.message}` });
       expect(got).toEqual({ total: N1, distinct: N1 });
     } finally {
       g.dispose();
       if (!stack.vl.running) await stack.vl.start();
     }
-  });
+  }, 180_000);
 });
