@@ -141,7 +141,8 @@ export async function harvestPod(kc: KubeConfig, pod: V1Pod, container: string, 
     };
     const counted = await pass('count', 300, { send: async () => ({ kind: 'ok' }) });
     const missing = counted.lines_shipped;
-    const shipped = missing === 0 ? 0 : (await pass('ship', Math.max(1, Math.ceil(opts.deadlineMs / 1000)))).lines_shipped;
+    // The pipeline keeps up to 2 s of its drain budget for its final writes; add them, so it retries until the deadline.
+    const shipped = missing === 0 ? 0 : (await pass('ship', Math.ceil(opts.deadlineMs / 1000) + 2)).lines_shipped;
     return { missing, shipped, lost: Math.max(0, missing - shipped) };
   } finally {
     await rm(dir, { recursive: true, force: true });
