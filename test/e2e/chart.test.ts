@@ -343,7 +343,10 @@ describe('the rendered objects', () => {
     expect(rulesOf(one<V1Role>(objects, 'Role', 'jh-jobharvest'))).toEqual([
       { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
       { apiGroups: [''], resources: ['secrets'], resourceNames: ['jh-jobharvest-tls'], verbs: ['get', 'update'] },
+      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
+      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: ['jh-jobharvest-leader'], verbs: ['get', 'update'] },
     ]);
+    expect(argsOf(objects)).toEqual(expect.arrayContaining(['--max-hold-seconds=86400', '--lease-seconds=15']));
     expect(rulesOf(one<V1ClusterRole>(objects, 'ClusterRole', 'jh-jobharvest-log-reader'))).toEqual([
       { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
       { apiGroups: [''], resources: ['pods/log'], verbs: ['get'] },
@@ -396,8 +399,9 @@ describe('the rendered objects', () => {
     const pod = one<V1Deployment>(objects, 'Deployment').spec!.template.spec!;
     expect(pod.volumes?.find((v) => v.name === 'tls')?.secret?.secretName).toBe(cert.spec.secretName);
     expect(argsOf(objects)).toEqual(expect.arrayContaining(['--cert-mode=cert-manager', '--tls-cert=/etc/jobharvest/tls/tls.crt', '--tls-key=/etc/jobharvest/tls/tls.key']));
-    // No Secret or webhook-configuration rights: cert-manager writes both.
-    expect(objects.filter((o) => o.kind === 'Role')).toEqual([]);
+    // No Secret or webhook-configuration rights: cert-manager writes both. The
+    // release-namespace Role holds only the leader-election Lease.
+    expect(rulesOf(one<V1Role>(objects, 'Role', 'jh-jobharvest')).flatMap((r) => r.resources)).toEqual(['leases', 'leases']);
     const withIssuer = await render(helm, {
       release: 'jh',
       namespace: 'jobharvest',
