@@ -59,6 +59,9 @@ export async function startDeliveryController(kc: KubeConfig, opts: DeliveryCont
   const queue = new Map<string, Pending>();
   /** Harvests running in this process, by Job uid; the hold annotation is what survives a restart. */
   const harvests = new Map<string, Promise<void>>();
+  /** Jobs this process has released: a Job read before the release must not start another harvest. */
+  const released = new Map<string, number>();
+  const RELEASED_MEMORY_MS = 10 * 60_000;
   const timers = new Set<NodeJS.Timeout>();
   let running: Promise<void> | undefined;
   let stopped = false;
@@ -124,6 +127,7 @@ export async function startDeliveryController(kc: KubeConfig, opts: DeliveryCont
 
   /** True when the Job is settled (reported, gone, or not ours); false to try again later. */
   async function handle(p: Pending): Promise<boolean> {
+    if (harvests.has(p.uid) || released.has(p.uid)) return true;
     let job: V1Job;
     try {
       job = await batch.readNamespacedJob({ name: p.name, namespace: p.namespace });
@@ -143,7 +147,8 @@ export async function startDeliveryController(kc: KubeConfig, opts: DeliveryCont
     const h = opts.harvester;
     const work = pods.filter((_pod, i) => needsHarvest(outcomes[i]!.sidecar));
     if (!h || (work.length === 0 && !holdOf(job))) return report(p, delivery);
-    if (harvests.has(p.uid)) return true;
+    // A harvest may have started or ended while the Job and its pods were read.
+    if (harvests.has(p.uid) || released.has(p.uid)) return true;
     let hold = holdOf(job);
     if (!hold) {
       // First, before the TTL runs out: the pods (and their logs) stay as long as the Job does.
@@ -214,7 +219,8 @@ export async function startDeliveryController(kc: KubeConfig, opts: DeliveryCont
         if (statusOf(err) === 404) return;
         throw err;
       }
-      if (job.metadata?.uid !== p.uid) return;
+      // Released already (by a former leader that finished after all).
+      if (job.metadata?.uid !== p.uid || job.metadata?.annotations?.[DELIVERY_ANNOTATION] !== undefined) return;
       try {
         await batch.patchNamespacedJob({ name: p.name, namespace: p.namespace, body: releasePatch(job, holdOf(job) ?? hold, delivery) }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
       } catch (err) {
@@ -228,6 +234,13 @@ export async function startDeliveryController(kc: KubeConfig, opts: DeliveryCont
         await core.createNamespacedEvent({ namespace: p.namespace, body: jobEvent(job, ev.type, ev.reason, ev.message) });
       } catch (err) {
         log('warn', 'could not record the delivery Event; the annotation is there', { namespace: p.namespace, job: p.name, error: messageOf(err) });
+      }
+      const now = Date.now();
+      released.set(p.uid, now);
+      // The informer's view catches up within moments; ten minutes is plenty and keeps the map small.
+      for (const [uid, at] of released) {
+        if (now - at < RELEASED_MEMORY_MS) break;
+        released.delete(uid);
       }
       log('info', 'released the Job', { namespace: p.namespace, job: p.name, ttlSecondsAfterFinished: hold.originalTtl, ...delivery });
       return;

@@ -5,7 +5,8 @@
  * Job. Counts are checked at VictoriaLogs.
  */
 import { Watch, type CoreV1Event, type V1Job, type V1Pod } from '@kubernetes/client-node';
-import { rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,6 +15,7 @@ import { HOLD_ANNOTATION } from '../../src/harvester/hold.ts';
 import { DELIVERY_ANNOTATION, type Delivery } from '../../src/harvester/report.ts';
 import { useCluster, waitFor } from '../harness/cluster/client.ts';
 import { numberedLines, shellJob, Stack } from '../harness/kubelet/stack.ts';
+import { startWebhook } from '../support/webhook-process.ts';
 
 const cluster = useCluster();
 const MAX_HOLD = 20;
@@ -231,4 +233,114 @@ describe('the harvester', () => {
       if (!stack.vl.running) await stack.vl.start();
     }
   }, 180_000);
+
+  it('H2. the sidecar SIGKILLed as the Job ends: its last checkpoint is in the termination message, the harvester ships the rest with at most one batch duplicated', async () => {
+    const N1 = 300;
+    const N2 = 200;
+    const g = gate('h2');
+    try {
+      // A long drain: the sidecar would wait for the server, but is killed first.
+      const ns = await stack.namespace('h2', { drainSeconds: 30 });
+      const rec = recordJob(ns, 'h2');
+      await stack.batch.createNamespacedJob({
+        namespace: ns,
+        body: shellJob('h2', { script: `${numberedLines('h2', N1)}; while [ ! -e "$GATE" ]; do sleep 0.05; done; ${numberedLines('h2', N2, N1 + 1)}`, env: [{ name: 'GATE', value: g.path }] }),
+      });
+      const filter = stack.filter(ns);
+      await waitFor(`${N1} lines at the server`, async () => ((await stack.vl.count(filter)) >= N1 ? true : undefined), { timeoutMs: 60_000 });
+      await stack.vl.stop();
+      g.open();
+      await stack.kubelet.waitForEvent((e) => e.namespace === ns && e.type === 'exit' && e.container === 'main', 30_000);
+      const start = stack.kubelet.events.find((e) => e.namespace === ns && e.type === 'start' && e.container === 'jobharvest');
+      await new Promise((r) => setTimeout(r, 1000));
+      process.kill((start as { pid: number }).pid, 'SIGKILL');
+      const exit = await stack.kubelet.waitForEvent((e) => e.namespace === ns && e.type === 'exit' && e.container === 'jobharvest', 30_000);
+      expect((exit as { exitCode: number }).exitCode).toBe(137);
+      await stack.vl.start();
+      const { text } = await sidecarMessage(ns, 'h2');
+      const m = decodeTermination(text)!;
+      // No drain ran: the snapshot of the last checkpoint, up to the last acknowledged line.
+      expect(m).toMatchObject({ state: 'running', shipped: N1, done: [] });
+      expect(m.runs.map(([c, r]) => [c, r])).toEqual([['main', 0]]);
+      const { job: released, delivery } = await waitFor('the release', async () => deliveryIn(rec), { timeoutMs: 90_000 });
+      expect(delivery).toEqual({ sink: 'loki', pods: 1, shipped: N1 + N2, lost: 0, unaccounted: 0, harvested: N2 });
+      expect(released.spec?.ttlSecondsAfterFinished).toBe(3);
+      const events = await waitFor('the Event', async () => ((await eventsOf(ns, released)).length > 0 ? eventsOf(ns, released) : undefined));
+      expect(events.map((e) => [e.type, e.reason])).toEqual([['Normal', 'LogsShipped']]);
+      await waitGone(ns, 'h2');
+      rec.stop();
+      const got = await stack.vl.countWithDistinct(filter, '_msg');
+      tally.push({ scenario: 'H2. sidecar SIGKILLed as the Job ends', written: N1 + N2, received: got.total, duplicated: got.total - got.distinct, annotation: JSON.stringify(delivery), event: `${events[0]!.reason}: ${events[0]!.message}` });
+      expect(got.distinct).toBe(N1 + N2);
+      // At most one batch (JOBHARVEST_BATCH_MAX_RECORDS, 5000 by default) again; here the position is exact.
+      expect(got.total - got.distinct).toBeLessThanOrEqual(5000);
+    } finally {
+      g.dispose();
+      if (!stack.vl.running) await stack.vl.start();
+    }
+  }, 180_000);
+
+  it('H5. a TTL of 0 set by the user: raised to the floor with a warning, and the Job is still held and harvested', async () => {
+    const ns = await stack.namespace('h5');
+    const warnings: string[] = [];
+    const body = shellJob('h5', { script: numberedLines('h5', 100) });
+    body.spec!.ttlSecondsAfterFinished = 0;
+    const rec = recordJob(ns, 'h5');
+    const res = await stack.batch.createNamespacedJobWithHttpInfo({ namespace: ns, body });
+    for (const [k, v] of Object.entries(res.headers)) if (k.toLowerCase() === 'warning') warnings.push(String(v));
+    expect(res.data.spec?.ttlSecondsAfterFinished).toBe(3);
+    expect(warnings.join('\n')).toContain('ttlSecondsAfterFinished 0 is raised to 3');
+    const { delivery } = await waitFor('the report', async () => deliveryIn(rec), { timeoutMs: 60_000 });
+    await waitGone(ns, 'h5');
+    rec.stop();
+    const got = await stack.vl.countWithDistinct(stack.filter(ns), '_msg');
+    tally.push({ scenario: 'H5. TTL 0 from the user', written: 100, received: got.total, duplicated: got.total - got.distinct, annotation: JSON.stringify(delivery), event: `TTL ${res.data.spec?.ttlSecondsAfterFinished}, warning: ${warnings.join(' ').slice(0, 60)}…` });
+    expect(delivery).toMatchObject({ shipped: 100, lost: 0 });
+    expect(got).toEqual({ total: 100, distinct: 100 });
+  }, 120_000);
+
+  // Last: it kills the webhook the stack admits Jobs with.
+  it('H4. two webhook replicas: the leader killed mid-harvest, the other takes over, nothing lost', async () => {
+    const N1 = 300;
+    const N2 = 200;
+    const DRAIN = 3;
+    const g = gate('h4');
+    const second = await startWebhook(cluster.info, { name: 'jobharvest-hv', args: Stack.webhookArgs({ name: 'hv', webhookArgs: ['--max-hold-seconds', '120', '--lease-seconds', '3'] }), register: false });
+    try {
+      const ns = await stack.namespace('h4', { drainSeconds: DRAIN });
+      const rec = recordJob(ns, 'h4');
+      await stack.batch.createNamespacedJob({
+        namespace: ns,
+        body: shellJob('h4', { terminationGracePeriodSeconds: DRAIN + 5, script: `${numberedLines('h4', N1)}; while [ ! -e "$GATE" ]; do sleep 0.05; done; ${numberedLines('h4', N2, N1 + 1)}`, env: [{ name: 'GATE', value: g.path }] }),
+      });
+      const filter = stack.filter(ns);
+      await waitFor(`${N1} lines at the server`, async () => ((await stack.vl.count(filter)) >= N1 ? true : undefined), { timeoutMs: 60_000 });
+      await stack.vl.stop();
+      g.open();
+      await held(ns, 'h4');
+      // The leader (the first webhook) is harvesting: its ship pass retries against the stopped server.
+      await waitFor('the leader harvesting', async () => (readFileSync(stack.webhook.logPath, 'utf8').includes('"stateDir":"') && readFileSync(stack.webhook.logPath, 'utf8').includes('/ship"') ? true : undefined), { timeoutMs: 30_000 });
+      // tsx runs the webhook in a child process: kill that one, then tsx.
+      for (const pid of execFileSync('pgrep', ['-P', String(stack.webhook.child.pid)], { encoding: 'utf8' }).split('\n').filter(Boolean)) process.kill(Number(pid), 'SIGKILL');
+      stack.webhook.child.kill('SIGKILL');
+      const killedAt = Date.now();
+      await waitFor('the second replica leading', async () => (readFileSync(second.logPath, 'utf8').includes('started leading') ? true : undefined), { timeoutMs: 30_000 });
+      const tookOverMs = Date.now() - killedAt;
+      await stack.vl.start();
+      const { job: released, delivery } = await waitFor('the release', async () => deliveryIn(rec), { timeoutMs: 90_000 });
+      expect(delivery).toEqual({ sink: 'loki', pods: 1, shipped: N1 + N2, lost: 0, unaccounted: 0, harvested: N2 });
+      expect(released.spec?.ttlSecondsAfterFinished).toBe(3);
+      const events = await waitFor('the Event', async () => ((await eventsOf(ns, released)).length > 0 ? eventsOf(ns, released) : undefined));
+      expect(events.map((e) => [e.type, e.reason])).toEqual([['Normal', 'LogsShipped']]);
+      await waitGone(ns, 'h4');
+      rec.stop();
+      const got = await stack.vl.countWithDistinct(filter, '_msg');
+      tally.push({ scenario: `H4. leader SIGKILLed mid-harvest, takeover after ${(tookOverMs / 1000).toFixed(1)} s`, written: N1 + N2, received: got.total, duplicated: got.total - got.distinct, annotation: JSON.stringify(delivery), event: `${events[0]!.reason}: ${events[0]!.message}` });
+      expect(got.distinct).toBe(N1 + N2);
+    } finally {
+      g.dispose();
+      if (!stack.vl.running) await stack.vl.start();
+      await second.stop();
+    }
+  }, 240_000);
 });
