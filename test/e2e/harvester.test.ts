@@ -280,7 +280,7 @@ describe('the harvester', () => {
     }
   }, 180_000);
 
-  it('H5. a TTL of 0 set by the user: raised to the floor with a warning, and the Job is still held and harvested', async () => {
+  it('H5. a TTL of 0 set by the user: raised to the floor with a warning, and the Job still gets its report before it is deleted', async () => {
     const ns = await stack.namespace('h5');
     const warnings: string[] = [];
     const body = shellJob('h5', { script: numberedLines('h5', 100) });
