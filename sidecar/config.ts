@@ -66,6 +66,8 @@ export interface Config {
   readonly failureExitCode: number;
   /** Cap on the dead-letter file in the state volume. */
   readonly deadLetterMaxBytes: number;
+  /** The termination message file; empty: none. */
+  readonly terminationLog: string;
   /** Set in api mode only. */
   readonly kube?: KubeSettings;
 }
@@ -230,6 +232,7 @@ export function loadConfig(env: Env): Config {
     logLevel: r.oneOf<LogLevel>('LOG_LEVEL', ['debug', 'info', 'warn', 'error']),
     failureExitCode: r.int('FAILURE_EXIT_CODE', 0, 255),
     deadLetterMaxBytes: r.int('DEAD_LETTER_MAX_BYTES', 0, 1024 * 1024 * 1024),
+    terminationLog: r.str('TERMINATION_LOG'),
   };
   const kube = cfg.mode === 'api' ? kubeSettings(r, env) : undefined;
   if (r.problems.length > 0) throw new ConfigError(r.problems);

@@ -15,6 +15,8 @@ import { NodeSource } from './sources/node/node-source.ts';
 import { outcomeOf, type Outcome } from './outcome.ts';
 import { newStats, type Stats } from './stats.ts';
 import { HttpClient } from './sinks/http/client.ts';
+import { encodeTermination, RunPositions, TerminationLog, type TerminationState } from './termination.ts';
+import type { CheckpointEntry } from './delivery/checkpoint.ts';
 
 export const CHECKPOINT_INTERVAL_MS = 1000;
 
@@ -62,6 +64,8 @@ export class Pipeline {
   readonly stats: Stats = newStats();
   private readonly store: CheckpointStore;
   private readonly deadLetter: DeadLetter;
+  private readonly termination: TerminationLog;
+  private readonly positions: RunPositions;
   private source!: LogSource;
   private batcher!: Batcher;
   private delivery!: Delivery;
@@ -81,6 +85,8 @@ export class Pipeline {
   ) {
     this.store = new CheckpointStore(config.stateDir, config.identity.podUid);
     this.deadLetter = new DeadLetter(config.stateDir, config.identity, this.stats, config.deadLetterMaxBytes);
+    this.termination = new TerminationLog(config.terminationLog);
+    this.positions = new RunPositions(config.mode);
   }
 
   async start(): Promise<void> {
@@ -174,8 +180,11 @@ export class Pipeline {
     if (!this.dirty) return true;
     this.dirty = false;
     try {
-      await this.store.save(this.source.entries());
+      const entries = this.source.entries();
+      await this.store.save(entries);
       this.stats.checkpointWrites++;
+      // A sidecar killed from here on leaves these positions in its container status.
+      this.report('running', entries);
       return true;
     } catch (err) {
       this.dirty = true;
@@ -226,6 +235,7 @@ export class Pipeline {
     this.dirty = true;
     await this.saveCheckpoint();
     const unread = await this.source.unreadBytes();
+    const entries = this.source.entries();
     await this.source.close();
     await this.deadLetter.close();
     await this.sink.close?.();
@@ -252,7 +262,25 @@ export class Pipeline {
       drain_ms: Date.now() - started,
       deadline_hit: deadlineHit,
     };
+    const outcome = outcomeOf(counts);
+    this.report(outcome, entries);
+    this.termination.close();
     // First in the line: the one word to look for.
-    return { outcome: outcomeOf(counts), ...counts };
+    return { outcome, ...counts };
+  }
+
+  /** The termination message: counts plus, per container run, what is delivered and where to resume. */
+  private report(state: TerminationState, entries: ReadonlyMap<string, CheckpointEntry>): void {
+    const s = this.stats;
+    let { runs, done } = this.positions.update(entries);
+    // Complete: every line the containers wrote was read and acknowledged. A
+    // node-mode file the drain let go of is not marked finished in the
+    // checkpoint (a restarted sidecar would follow it), but nothing follows it now.
+    if (state === 'complete') {
+      done = [...new Set([...done, ...runs.map(([c, r]) => `${c}/${r}`)])];
+      runs = [];
+    }
+    const counts = { state, mode: this.config.mode, sink: this.config.sink, shipped: s.linesShipped, unsent: s.linesUnsent, dead_lettered: s.linesDeadLettered };
+    this.termination.write(encodeTermination(counts, runs, done));
   }
 }

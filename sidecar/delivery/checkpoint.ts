@@ -13,9 +13,9 @@ export interface CheckpointEntry {
   readonly offset: number;
   /** Read to the end, released, and everything in it settled. */
   readonly done: boolean;
-  /** api mode: timestamp of the last acknowledged line, as the API wrote it. */
+  /** Timestamp of the last acknowledged line, as the API or the kubelet wrote it (node mode keeps it for the termination message only). */
   readonly ts?: string;
-  /** api mode: how many acknowledged lines carry exactly `ts`. */
+  /** How many acknowledged lines carry exactly `ts` (node mode: 1, a lower bound, which can only cause lines to be sent again). */
   readonly n?: number;
 }
 

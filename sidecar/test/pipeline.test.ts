@@ -98,7 +98,8 @@ describe('pipeline against a fake HTTP server', () => {
     expect(summary).toMatchObject({ lines_read: 1050, lines_shipped: 1050, lines_dead_lettered: 0, lines_unsent: 0, unread_bytes: 0, deadline_hit: false });
     expect(summary.bytes_shipped).toBe(Buffer.byteLength(lines(0, 1050)));
     const cp = JSON.parse(await readFile(path.join(t.stateDir, CHECKPOINT_FILE), 'utf8')) as { files: Record<string, { offset: number }> };
-    expect(Object.values(cp.files)).toEqual([{ offset: Buffer.byteLength(lines(0, 1050)), done: false }]);
+    // The timestamp of the last line is kept for the termination message's resume position.
+    expect(Object.values(cp.files)).toEqual([{ offset: Buffer.byteLength(lines(0, 1050)), done: false, ts: TS(1049), n: 1 }]);
   });
 
   it('honours 429 Retry-After and retries 503 storms until everything is stored', async () => {

@@ -23,6 +23,10 @@ export interface WebhookFlags {
   webhookConfigName?: string;
   logReaderClusterrole: string;
   apiRbac: boolean;
+  deliveryReport: boolean;
+  serviceAccount?: string;
+  maxHoldSeconds?: string;
+  leaseSeconds?: string;
   certIntervalSeconds?: string;
   cabundleIntervalSeconds?: string;
 }
@@ -38,6 +42,12 @@ function millis(name: string, v: string | undefined): number | undefined {
   const n = Number(v);
   if (!Number.isFinite(n) || n <= 0) bad(`--${name} ${v}: not a positive number of seconds`);
   return n * 1000;
+}
+
+function wholeSeconds(name: string, v: string, min: number, max: number): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < min || n > max) bad(`--${name} ${v}: expected whole seconds from ${min} to ${max}`);
+  return n;
 }
 
 function oneOf<T extends string>(name: string, v: string | undefined, allowed: readonly T[]): T | undefined {
@@ -74,6 +84,10 @@ export function webhookOptions(flags: WebhookFlags): WebhookOptions {
     webhookConfigName: flags.webhookConfigName,
     logReaderClusterRole: flags.logReaderClusterrole,
     apiRbac: flags.apiRbac,
+    deliveryReport: flags.deliveryReport !== false,
+    serviceAccount: flags.serviceAccount,
+    maxHoldSeconds: wholeSeconds('max-hold-seconds', flags.maxHoldSeconds ?? '86400', 0, 7 * 86400),
+    leaseSeconds: wholeSeconds('lease-seconds', flags.leaseSeconds ?? '15', 1, 3600),
     certIntervalMs: millis('cert-interval-seconds', flags.certIntervalSeconds),
     caBundleIntervalMs: millis('cabundle-interval-seconds', flags.cabundleIntervalSeconds),
   };

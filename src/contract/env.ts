@@ -74,6 +74,7 @@ export const ENV = {
   GZIP_LEVEL: spec({ name: 'JOBHARVEST_GZIP_LEVEL', source: 'settings', default: '1', description: 'gzip level 1-9 for request bodies; 1 trades a little size for much less CPU.' }),
   FAILURE_EXIT_CODE: spec({ name: 'JOBHARVEST_FAILURE_EXIT_CODE', source: 'settings', default: '3', description: "Exit code when the sidecar ends without having delivered everything (outcome=incomplete), 1-255. The webhook sets it only for a Job whose podFailurePolicy has onExitCodes rules without containerName, to a code none of them matches." }),
   DEAD_LETTER_MAX_BYTES: spec({ name: 'JOBHARVEST_DEAD_LETTER_MAX_BYTES', source: 'settings', default: '33554432', description: 'Cap on the dead-letter file in the state volume, in bytes (half the default 64Mi emptyDir, which the kubelet evicts the pod for exceeding); records past it are counted, not written.' }),
+  TERMINATION_LOG: spec({ name: 'JOBHARVEST_TERMINATION_LOG', source: 'settings', default: '/dev/termination-log', description: "File the outcome and the resume positions are written to (the container's terminationMessagePath); rewritten after every checkpoint and at exit. A file that cannot be written is reported once and then left alone." }),
   LOG_LEVEL: spec({ name: 'JOBHARVEST_LOG_LEVEL', source: 'settings', default: 'info', description: "The sidecar's own stderr log level: debug, info, warn, error." }),
 
   // --- syslog and forward sinks ------------------------------------------------

@@ -36,6 +36,8 @@ export interface InjectionStatus {
 const GRACE_MARGIN_SECONDS = 5;
 const KUBERNETES_DEFAULT_GRACE_SECONDS = 30;
 const TOKEN_EXPIRATION_SECONDS = 3607;
+/** Lowest ttlSecondsAfterFinished an injected Job keeps (docs/harvester.md). */
+export const TTL_FLOOR_SECONDS = 3;
 
 /**
  * Returns a new Job with the log sidecar added. Pure and deterministic: the
@@ -115,6 +117,15 @@ export function inject({ job: input, settings, mode, ttlSecondsAfterFinished, co
   let ttl: number | null = null;
   if (ttlSecondsAfterFinished !== null && (job.spec.ttlSecondsAfterFinished === undefined || job.spec.ttlSecondsAfterFinished === null)) {
     ttl = ttlSecondsAfterFinished;
+    job.spec.ttlSecondsAfterFinished = ttl;
+  }
+  // The harvester holds a Job whose logs are not all shipped by raising its TTL
+  // once it has finished; a shorter TTL could delete the Job, and its pods'
+  // logs with it, before that patch lands.
+  const own = job.spec.ttlSecondsAfterFinished;
+  if (typeof own === 'number' && own < TTL_FLOOR_SECONDS) {
+    warnings.push(`ttlSecondsAfterFinished ${own} is raised to ${TTL_FLOOR_SECONDS}, the least that leaves jobharvest time to hold the Job if its logs are not all shipped`);
+    ttl = TTL_FLOOR_SECONDS;
     job.spec.ttlSecondsAfterFinished = ttl;
   }
 

@@ -1,4 +1,4 @@
-import { AdmissionregistrationV1Api, CoreV1Api, RbacAuthorizationV1Api, VersionApi, type KubeConfig } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, CoreV1Api, RbacAuthorizationV1Api, VersionApi, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import type { ReviewDeps } from '../core/admission.ts';
 import type { Config } from '../core/config.ts';
 import { parseServerVersion, supportsNativeSidecars, type ServerVersion } from '../core/server-version.ts';
@@ -14,6 +14,10 @@ import { retryUntil } from './retry.ts';
 import { managedByLabels } from './labels.ts';
 import type { Log } from './log.ts';
 import { LogReaderRbac } from './log-reader-rbac.ts';
+import { startDeliveryController, type DeliveryController } from './delivery-controller.ts';
+import { startLeader } from './leader.ts';
+import type { TerminationMessage } from '../contract/termination.ts';
+import { hostname } from 'node:os';
 import { startNamespaceCache } from './namespace-cache.ts';
 import { registerUrlWebhook } from './register.ts';
 
@@ -35,6 +39,14 @@ export interface EdgeOptions {
   failurePolicy?: 'Ignore' | 'Fail';
   logReaderClusterRole: string;
   apiRbac: boolean;
+  /** Annotate finished Jobs with where their logs went, and record one Event. */
+  deliveryReport?: boolean;
+  /** The webhook's own service account: bound to the log reader in opted-in namespaces. */
+  serviceAccount?: string | undefined;
+  /** The harvester's maximum hold; 0 or unset: no harvester, the report only. */
+  maxHoldSeconds?: number;
+  /** Leader-election Lease duration (tests shorten it). */
+  leaseSeconds?: number;
   tlsCertFile?: string | undefined;
   tlsKeyFile?: string | undefined;
   certIntervalMs?: number;
@@ -65,7 +77,11 @@ export async function startEdgeWith(kc: KubeConfig, opts: EdgeOptions): Promise<
   const stops: Array<() => void | Promise<void>> = [];
   const version = await serverVersion(kc, log);
 
-  const rbac = opts.apiRbac ? new LogReaderRbac(kc.makeApiClient(RbacAuthorizationV1Api), { config: opts.config, clusterRole: opts.logReaderClusterRole, log }) : undefined;
+  const webhookSubject = opts.deliveryReport && opts.serviceAccount ? { serviceAccount: opts.serviceAccount, namespace: opts.namespace } : undefined;
+  const rbac =
+    opts.apiRbac || webhookSubject
+      ? new LogReaderRbac(kc.makeApiClient(RbacAuthorizationV1Api), { config: opts.config, clusterRole: opts.logReaderClusterRole, log, sidecars: opts.apiRbac, webhook: webhookSubject })
+      : undefined;
   const namespaces = await startNamespaceCache(kc, {
     log: (l, m, e) => log(l, m, e),
     ...(rbac ? { listeners: [(ns, deleted) => rbac.onNamespace(ns, deleted)] } : {}),
@@ -147,6 +163,38 @@ export async function startEdgeWith(kc: KubeConfig, opts: EdgeOptions): Promise<
   }
   opts.onCertExpiry?.(secondsUntilExpiry(tls.cert, new Date()));
   caBundle?.start();
+  if (opts.deliveryReport) {
+    // One replica reports and harvests: the holder of the Lease.
+    const harvester = opts.maxHoldSeconds
+      ? {
+          maxHoldSeconds: opts.maxHoldSeconds,
+          run: async (pod: V1Pod, container: string, message: TerminationMessage | undefined, deadlineMs: number) => {
+            const { harvestPod } = await import('./harvest-runner.ts');
+            return harvestPod(kc, pod, container, message, { deadlineMs });
+          },
+        }
+      : undefined;
+    let controller: Promise<DeliveryController> | undefined;
+    const leader = startLeader(kc, {
+      namespace: opts.namespace,
+      name: `${opts.serviceName}-leader`,
+      identity: process.env.POD_NAME ?? `${hostname()}-${process.pid}`,
+      log,
+      ...(opts.leaseSeconds ? { leaseSeconds: opts.leaseSeconds, retryMs: Math.max(100, Math.floor((opts.leaseSeconds * 1000) / 5)) } : {}),
+      onStartedLeading: () => {
+        controller = startDeliveryController(kc, { log, ...(harvester ? { harvester } : {}) });
+      },
+      onStoppedLeading: () => {
+        const c = controller;
+        controller = undefined;
+        void c?.then((x) => x.stop());
+      },
+    });
+    stops.push(async () => {
+      await leader.stop();
+      await (await controller)?.stop();
+    });
+  }
   if (caBundle) stops.push(() => caBundle.stop());
 
   return {

@@ -11,7 +11,22 @@ export interface LogReaderRbacOptions {
   config: Config;
   clusterRole: string;
   log: Log;
+  /** Bind the log reader for api-mode sidecars (the namespace's service accounts) in api-mode namespaces. */
+  sidecars?: boolean;
+  /**
+   * The webhook's own service account: bound to the log reader in every
+   * opted-in namespace, whatever the mode, so the delivery report and the
+   * harvester read pods and pods/log there and nowhere else.
+   */
+  webhook?: { serviceAccount: string; namespace: string } | undefined;
 }
+
+/** Name of the binding that lets the webhook read pods and their logs in a namespace. */
+export function webhookBindingName(clusterRole: string): string {
+  return `${clusterRole}-webhook`;
+}
+
+type Subject = NonNullable<V1RoleBinding['subjects']>[number];
 
 export function optedIn(ns: NamespaceMeta, config: Config): boolean {
   return !excludedNamespaces(config).has(ns.name) && namespaceOptIn(ns, config).optedIn;
@@ -43,15 +58,34 @@ export class LogReaderRbac {
   /** Namespace event from the cache. */
   onNamespace(ns: NamespaceMeta, deleted: boolean): void {
     if (deleted) return;
-    const want = optedIn(ns, this.opts.config) && namespaceUsesApiMode(ns, this.opts.config);
-    const wantGone = !optedIn(ns, this.opts.config);
-    if (want) this.enqueue(() => this.ensure(ns.name));
-    else if (wantGone) this.enqueue(() => this.remove(ns.name));
+    const inOpt = optedIn(ns, this.opts.config);
+    const sidecars = this.sidecarBinding(ns.name);
+    const webhook = this.webhookBinding(ns.name);
+    if (sidecars) {
+      if (inOpt && namespaceUsesApiMode(ns, this.opts.config)) this.enqueue(() => this.ensure(ns.name, sidecars));
+      else if (!inOpt) this.enqueue(() => this.remove(ns.name, sidecars.name));
+    }
+    if (webhook) {
+      if (inOpt) this.enqueue(() => this.ensure(ns.name, webhook));
+      else this.enqueue(() => this.remove(ns.name, webhook.name));
+    }
   }
 
   /** An api-mode Job was admitted (not a dry run): make sure its namespace can read logs. */
   ensureFor(namespace: string): void {
-    this.enqueue(() => this.ensure(namespace));
+    const b = this.sidecarBinding(namespace);
+    if (b) this.enqueue(() => this.ensure(namespace, b));
+  }
+
+  private sidecarBinding(namespace: string): { name: string; subject: Subject } | undefined {
+    if (this.opts.sidecars === false) return undefined;
+    return { name: this.opts.clusterRole, subject: { kind: 'Group', apiGroup: 'rbac.authorization.k8s.io', name: `system:serviceaccounts:${namespace}` } };
+  }
+
+  private webhookBinding(_namespace: string): { name: string; subject: Subject } | undefined {
+    const w = this.opts.webhook;
+    if (!w) return undefined;
+    return { name: webhookBindingName(this.opts.clusterRole), subject: { kind: 'ServiceAccount', name: w.serviceAccount, namespace: w.namespace } };
   }
 
   /** Resolves when every queued change has been applied. */
@@ -63,40 +97,41 @@ export class LogReaderRbac {
     this.queue = this.queue.then(task).catch((err) => this.opts.log('warn', 'log-reader RBAC change failed', { error: messageOf(err) }));
   }
 
-  private desired(namespace: string): V1RoleBinding {
+  private desired(namespace: string, b: { name: string; subject: Subject }): V1RoleBinding {
     return {
       apiVersion: 'rbac.authorization.k8s.io/v1',
       kind: 'RoleBinding',
-      metadata: { name: this.opts.clusterRole, namespace, labels: managedByLabels() },
+      metadata: { name: b.name, namespace, labels: managedByLabels() },
       roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: this.opts.clusterRole },
-      subjects: [{ kind: 'Group', apiGroup: 'rbac.authorization.k8s.io', name: `system:serviceaccounts:${namespace}` }],
+      subjects: [b.subject],
     };
   }
 
-  private async ensure(namespace: string): Promise<void> {
+  private async ensure(namespace: string, b: { name: string; subject: Subject }): Promise<void> {
     try {
-      const cur = await this.rbac.readNamespacedRoleBinding({ name: this.opts.clusterRole, namespace });
-      if (cur.roleRef?.name === this.opts.clusterRole && cur.subjects?.[0]?.name === `system:serviceaccounts:${namespace}`) return;
+      const cur = await this.rbac.readNamespacedRoleBinding({ name: b.name, namespace });
+      const s = cur.subjects?.[0];
+      if (cur.roleRef?.name === this.opts.clusterRole && cur.subjects?.length === 1 && s?.kind === b.subject.kind && s?.name === b.subject.name && (s?.namespace ?? '') === (b.subject.namespace ?? '')) return;
       // roleRef is immutable: replace by delete + create.
-      await this.rbac.deleteNamespacedRoleBinding({ name: this.opts.clusterRole, namespace });
+      await this.rbac.deleteNamespacedRoleBinding({ name: b.name, namespace });
     } catch (err) {
       if (statusOf(err) !== 404) throw err;
     }
     try {
-      await this.rbac.createNamespacedRoleBinding({ namespace, body: this.desired(namespace) });
-      this.opts.log('info', 'log-reader RoleBinding created', { namespace });
+      await this.rbac.createNamespacedRoleBinding({ namespace, body: this.desired(namespace, b) });
+      this.opts.log('info', 'log-reader RoleBinding created', { namespace, binding: b.name });
     } catch (err) {
       if (statusOf(err) !== 409) throw err;
     }
   }
 
-  private async remove(namespace: string): Promise<void> {
+  private async remove(namespace: string, name: string): Promise<void> {
     try {
-      const cur = await this.rbac.readNamespacedRoleBinding({ name: this.opts.clusterRole, namespace });
+      const cur = await this.rbac.readNamespacedRoleBinding({ name, namespace });
       // Never delete a binding somebody else made under the same name.
       if (!isManagedByUs(cur.metadata?.labels)) return;
-      await this.rbac.deleteNamespacedRoleBinding({ name: this.opts.clusterRole, namespace });
-      this.opts.log('info', 'log-reader RoleBinding removed', { namespace });
+      await this.rbac.deleteNamespacedRoleBinding({ name, namespace });
+      this.opts.log('info', 'log-reader RoleBinding removed', { namespace, binding: name });
     } catch (err) {
       if (statusOf(err) !== 404) throw err;
     }

@@ -29,6 +29,13 @@ export interface WebhookOptions {
   webhookConfigName: string | undefined;
   logReaderClusterRole: string;
   apiRbac: boolean;
+  /** Annotate finished Jobs with `jobharvest.io/delivery` and record one Event. */
+  deliveryReport: boolean;
+  /** The webhook's service account, bound to the log reader in opted-in namespaces. */
+  serviceAccount: string | undefined;
+  /** Harvester's maximum hold; 0: no harvester. */
+  maxHoldSeconds: number;
+  leaseSeconds: number;
   certIntervalMs: number | undefined;
   caBundleIntervalMs: number | undefined;
 }
@@ -61,6 +68,10 @@ export async function runWebhook(flags: WebhookOptions): Promise<void> {
       ...(flags.failurePolicy ? { failurePolicy: flags.failurePolicy } : {}),
       logReaderClusterRole: flags.logReaderClusterRole,
       apiRbac: flags.apiRbac,
+      deliveryReport: flags.deliveryReport,
+      serviceAccount: flags.serviceAccount,
+      maxHoldSeconds: flags.maxHoldSeconds,
+      leaseSeconds: flags.leaseSeconds,
       tlsCertFile: flags.tlsCert,
       tlsKeyFile: flags.tlsKey,
       ...(certIntervalMs ? { certIntervalMs } : {}),

@@ -334,18 +334,25 @@ describe('the rendered objects', () => {
     expect(objects.filter((o) => o.kind === 'PodDisruptionBudget')).toEqual([]);
   });
 
-  it('grants exactly the least-privilege RBAC of auto mode with api RBAC', async () => {
+  it('grants exactly the least-privilege RBAC of auto mode with api RBAC and the delivery report', async () => {
     const objects = await render(helm, { release: 'jh', namespace: 'jobharvest' });
     expect(rulesOf(one<V1ClusterRole>(objects, 'ClusterRole', 'jh-jobharvest'))).toEqual([
       { apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] },
       { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: ['jh-jobharvest'], verbs: ['get', 'update'] },
       { apiGroups: ['rbac.authorization.k8s.io'], resources: ['rolebindings'], verbs: ['get', 'create', 'delete'] },
       { apiGroups: ['rbac.authorization.k8s.io'], resources: ['clusterroles'], resourceNames: ['jh-jobharvest-log-reader'], verbs: ['bind'] },
+      { apiGroups: ['batch'], resources: ['jobs'], verbs: ['get', 'list', 'watch', 'patch'] },
+      { apiGroups: [''], resources: ['events'], verbs: ['create'] },
     ]);
+    // Pods are read through the log reader, bound per opted-in namespace to this account.
+    expect(argsOf(objects)).toContain('--service-account=jh-jobharvest');
     expect(rulesOf(one<V1Role>(objects, 'Role', 'jh-jobharvest'))).toEqual([
       { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
       { apiGroups: [''], resources: ['secrets'], resourceNames: ['jh-jobharvest-tls'], verbs: ['get', 'update'] },
+      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
+      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: ['jh-jobharvest-leader'], verbs: ['get', 'update'] },
     ]);
+    expect(argsOf(objects)).toEqual(expect.arrayContaining(['--max-hold-seconds=86400', '--lease-seconds=15']));
     expect(rulesOf(one<V1ClusterRole>(objects, 'ClusterRole', 'jh-jobharvest-log-reader'))).toEqual([
       { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
       { apiGroups: [''], resources: ['pods/log'], verbs: ['get'] },
@@ -356,8 +363,9 @@ describe('the rendered objects', () => {
     const objects = await render(helm, {
       release: 'jh',
       namespace: 'jobharvest',
-      values: { webhook: { apiRbac: false }, certificates: { mode: 'provided', provided: { secretName: 'my-tls', caBundle: 'Y2E=' } } },
+      values: { webhook: { apiRbac: false, deliveryReport: false }, certificates: { mode: 'provided', provided: { secretName: 'my-tls', caBundle: 'Y2E=' } } },
     });
+    expect(argsOf(objects)).toContain('--no-delivery-report');
     expect(rulesOf(one<V1ClusterRole>(objects, 'ClusterRole', 'jh-jobharvest'))).toEqual([
       { apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] },
       // Read-only: readiness checks that the caBundle trusts the mounted certificate.
@@ -397,8 +405,9 @@ describe('the rendered objects', () => {
     const pod = one<V1Deployment>(objects, 'Deployment').spec!.template.spec!;
     expect(pod.volumes?.find((v) => v.name === 'tls')?.secret?.secretName).toBe(cert.spec.secretName);
     expect(argsOf(objects)).toEqual(expect.arrayContaining(['--cert-mode=cert-manager', '--tls-cert=/etc/jobharvest/tls/tls.crt', '--tls-key=/etc/jobharvest/tls/tls.key']));
-    // No Secret or webhook-configuration rights: cert-manager writes both.
-    expect(objects.filter((o) => o.kind === 'Role')).toEqual([]);
+    // No Secret or webhook-configuration rights: cert-manager writes both. The
+    // release-namespace Role holds only the leader-election Lease.
+    expect(rulesOf(one<V1Role>(objects, 'Role', 'jh-jobharvest')).flatMap((r) => r.resources)).toEqual(['leases', 'leases']);
     const withIssuer = await render(helm, {
       release: 'jh',
       namespace: 'jobharvest',

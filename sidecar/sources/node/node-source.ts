@@ -106,7 +106,11 @@ export class NodeSource implements LogSource {
     const out = new Map(this.opts.checkpoint);
     for (const [key, s] of this.states) {
       const committed = s.meta.progress.committed;
-      out.set(key, { offset: committed, done: s.complete && committed >= s.end && s.meta.progress.outstanding === 0 });
+      const done = s.complete && committed >= s.end && s.meta.progress.outstanding === 0;
+      // The timestamp lets a reader of pods/log resume after this file's last
+      // acknowledged line (the termination message); node mode itself needs only the offset.
+      const ts = s.meta.progress.committedMark?.ts ?? s.resumeTs;
+      out.set(key, ts !== undefined ? { offset: committed, done, ts, n: 1 } : { offset: committed, done });
     }
     return out;
   }
@@ -138,7 +142,7 @@ export class NodeSource implements LogSource {
       idPrefix: idPrefix(this.opts.config.identity.podUid, container, restart, fp),
       progress: new FileProgress<LogRecord>(entry?.offset ?? 0, () => this.opts.onProgress()),
     };
-    const state: FileState = { meta, released: entry?.done ?? false, complete: entry?.done ?? false, end: entry?.offset ?? 0, missing: 0 };
+    const state: FileState = { meta, released: entry?.done ?? false, complete: entry?.done ?? false, end: entry?.offset ?? 0, missing: 0, ...(entry?.ts !== undefined ? { resumeTs: entry.ts } : {}) };
     this.states.set(key, state);
     if (entry?.done) return 'skip';
     if (entry) log.info('resuming file from checkpoint', { container, restart, offset: entry.offset });

@@ -34,6 +34,8 @@ export interface FileState {
   complete: boolean;
   /** Consecutive scans that did not find the file on disk. */
   missing: number;
+  /** Timestamp of the last acknowledged line as the checkpoint had it, until a new one is acknowledged. */
+  readonly resumeTs?: string;
 }
 
 /** A file identity a tail has finished with: read to `end`. */

@@ -7,7 +7,7 @@
  */
 import type { CoreV1Api, V1Container, V1Pod } from '@kubernetes/client-node';
 import { spawn } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { PodLogWriter, type ContainerLogWriter } from '../../support/kubelet-log-writer.ts';
 import { ContainerInstance, type InstanceResult } from './container.ts';
 import { ContainerConfigError, containerEnv, expand, type EnvSources } from './env.ts';
@@ -352,11 +352,16 @@ export class PodWorker {
     await new Promise((r) => setImmediate(r));
   }
 
+  /** Where the container's terminationMessagePath lives on this machine. */
+  private terminationFile(c: V1Container): string {
+    return join(this.volumesDir, 'containers', c.name, 'termination-log');
+  }
+
   /** The argv and env of a run, with container paths translated to this machine (README.md, "Paths"). */
   private async prepare(c: V1Container): Promise<{ argv: string[]; env: Record<string, string> }> {
     const image = lookupImage(this.ctx.images, c.image);
     const env = { ...image.env, ...(await containerEnv(this.pod, c, this.ctx.sources)) };
-    const mounts = [...image.files, ...containerMounts(c, this.volumes, env)];
+    const mounts = [...image.files, ...containerMounts(c, this.volumes, env), { mountPath: terminationMessagePath(c), local: this.terminationFile(c), readOnly: false }];
     const lookup = (n: string) => env[n];
     let argv: string[];
     if (c.command && c.command.length > 0) argv = [...c.command, ...(c.args ?? [])].map((a) => expand(a, lookup));
@@ -421,6 +426,8 @@ export class PodWorker {
     }
     const cwd = join(this.volumesDir, 'containers', c.name);
     mkdirSync(cwd, { recursive: true });
+    // A fresh, empty termination message file for every run, as the kubelet bind-mounts one.
+    writeFileSync(this.terminationFile(c), '');
     const inst = new ContainerInstance({
       argv: prepared.argv,
       env: { PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin', HOSTNAME: this.name, HOME: cwd, ...prepared.env },
@@ -435,7 +442,8 @@ export class PodWorker {
     await this.postStart(c, prepared.env, cwd, inst);
     onStart?.();
     const res = await inst.done;
-    rec.finished({ exitCode: res.exitCode, reason: res.reason, message: res.message, startedAt: res.startedAt, finishedAt: res.finishedAt });
+    const written = readTerminationMessage(this.terminationFile(c));
+    rec.finished({ exitCode: res.exitCode, reason: res.reason, message: written || res.message, startedAt: res.startedAt, finishedAt: res.finishedAt });
     this.lastOutput.set(c.name, inst.output);
     // For post-mortems in the kubelet's log: how the run ended.
     this.ctx.log(`${this.namespace}/${this.name} ${c.name}#${rec.restartCount} exited ${res.exitCode}; last output:\n    ${inst.output.slice(-8).join('\n    ')}`);
@@ -448,4 +456,19 @@ export class PodWorker {
 function describe(err: unknown): string {
   const e = err as { code?: number; body?: unknown; message?: string };
   return `${e.code ?? ''} ${typeof e.body === 'string' ? e.body.slice(0, 500) : (e.message ?? String(err))}`;
+}
+
+/** The container's terminationMessagePath, with the API's default. */
+function terminationMessagePath(c: V1Container): string {
+  return c.terminationMessagePath || '/dev/termination-log';
+}
+
+/** What the kubelet puts into `state.terminated.message` (policy File): the file, at most 4096 bytes. */
+function readTerminationMessage(file: string): string | undefined {
+  try {
+    const b = readFileSync(file);
+    return b.length > 0 ? b.subarray(0, 4096).toString('utf8') : undefined;
+  } catch {
+    return undefined;
+  }
 }

@@ -15,6 +15,8 @@ import { ensureSidecarBundle } from '../../support/sidecar.ts';
 import { TestKubelet, type KubeletOptions } from './kubelet.ts';
 
 export const LOG_READER_CLUSTERROLE = 'jobharvest-log-reader';
+/** The webhook's namespace (the default of its config, excluded from injection). */
+export const WEBHOOK_NAMESPACE = 'jobharvest';
 const JOB_NAME_LABEL = 'batch.kubernetes.io/job-name';
 
 export function kubeConfigFor(info: Pick<ClusterInfo, 'server' | 'token' | 'caPem'>): KubeConfig {
@@ -33,6 +35,8 @@ export interface StackOptions {
   /** Names the webhook configuration and prefixes the namespaces this stack's kubelet schedules. */
   name: string;
   kubelet?: Partial<Omit<KubeletOptions, 'cluster' | 'namespaces'>>;
+  /** Extra webhook flags, e.g. a short --max-hold-seconds. */
+  webhookArgs?: string[];
 }
 
 export interface NamespaceOptions {
@@ -83,10 +87,17 @@ export class Stack {
       .catch((err: { code?: number }) => {
         if (err.code !== 409) throw err;
       });
+    // The webhook's own namespace, where its leader-election Lease lives.
+    await kc
+      .makeApiClient(CoreV1Api)
+      .createNamespace({ body: { metadata: { name: WEBHOOK_NAMESPACE } } })
+      .catch((err: { code?: number }) => {
+        if (err.code !== 409) throw err;
+      });
     const vl = await VictoriaLogs.start();
     let webhook: WebhookProcess | undefined;
     try {
-      webhook = await startWebhook(o.info, { name: `jobharvest-${o.name}`, args: ['--log-reader-clusterrole', LOG_READER_CLUSTERROLE] });
+      webhook = await startWebhook(o.info, { name: `jobharvest-${o.name}`, args: Stack.webhookArgs(o) });
       const kubelet = await TestKubelet.start({ ...o.kubelet, cluster: o.info, namespaces: (ns) => ns.startsWith(prefix) });
       return new Stack(o.info, o.name, vl, webhook, kubelet, prefix);
     } catch (err) {
@@ -94,6 +105,14 @@ export class Stack {
       await vl.dispose();
       throw err;
     }
+  }
+
+  /**
+   * The flags of this stack's webhook. The service name names its Lease, so
+   * stacks sharing a control plane each elect their own leader.
+   */
+  static webhookArgs(o: Pick<StackOptions, 'name' | 'webhookArgs'>): string[] {
+    return ['--log-reader-clusterrole', LOG_READER_CLUSTERROLE, '--namespace', WEBHOOK_NAMESPACE, '--service-name', `jobharvest-${o.name}`, ...(o.webhookArgs ?? [])];
   }
 
   /** An opted-in namespace whose Jobs ship to this stack's VictoriaLogs through the loki sink. */

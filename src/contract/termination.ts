@@ -1,0 +1,104 @@
+// The sidecar's termination message: what it writes to its
+// terminationMessagePath and what the webhook's harvester reads back from the
+// container status. Both sides import this file.
+//
+// Reading rule, for every run (container + restart count) of the pod's other
+// containers: in `done` → fully delivered; in `runs` → resume after the given
+// position; anywhere else → read from its start. Every reading of a message
+// that was cut to fit, or of no message at all, therefore loses nothing; it
+// only sends more again.
+
+/** The kubelet's cap on a termination message. */
+export const TERMINATION_MESSAGE_MAX_BYTES = 4096;
+export const TERMINATION_VERSION = 1;
+
+/** `running`: a snapshot taken at a checkpoint, i.e. the sidecar ended without a drain. */
+export type TerminationState = 'running' | 'complete' | 'incomplete';
+
+/**
+ * Where to resume one run through pods/log: after the line with timestamp `ts`
+ * and the `n`-th line carrying exactly that timestamp. No `ts`: from the start.
+ * `o` (api mode only) is the number of lines acknowledged, which is also the
+ * line number the record ids continue from.
+ */
+export type RunPosition = readonly [container: string, restart: number, ts: string | null, n: number, o?: number];
+
+export interface TerminationMessage {
+  readonly v: typeof TERMINATION_VERSION;
+  readonly state: TerminationState;
+  readonly mode: 'node' | 'api';
+  readonly sink: string;
+  readonly shipped: number;
+  readonly unsent: number;
+  readonly dead_lettered: number;
+  /** Runs not fully delivered, with the position to resume from. */
+  readonly runs: readonly RunPosition[];
+  /** Runs fully delivered, as `container/restart`. */
+  readonly done: readonly string[];
+  /** Entries of `done` and `runs` left out to stay under the cap (then read from the start). */
+  readonly cut?: number;
+}
+
+export interface TerminationCounts {
+  readonly state: TerminationState;
+  readonly mode: 'node' | 'api';
+  readonly sink: string;
+  readonly shipped: number;
+  readonly unsent: number;
+  readonly dead_lettered: number;
+}
+
+/**
+ * JSON on one line, at most `max` bytes with its newline. When everything
+ * does not fit, `done` entries go first (reading such a run again only
+ * duplicates it), then `runs` from the end (read from the start instead);
+ * the counts always stay. `cut` says how many entries were left out.
+ */
+export function encodeTermination(counts: TerminationCounts, runs: readonly RunPosition[], done: readonly string[], max = TERMINATION_MESSAGE_MAX_BYTES): string {
+  const build = (r: readonly RunPosition[], d: readonly string[]): string => {
+    const cut = runs.length - r.length + done.length - d.length;
+    const m: TerminationMessage = { v: TERMINATION_VERSION, ...counts, runs: r, done: d, ...(cut > 0 ? { cut } : {}) };
+    return JSON.stringify(m) + '\n';
+  };
+  const fits = (s: string): boolean => Buffer.byteLength(s) <= max;
+  let text = build(runs, done);
+  if (fits(text)) return text;
+  // Binary search for the longest prefix that fits: first of `done` with no runs
+  // dropped, then of `runs` with `done` empty.
+  const longest = (len: number, at: (k: number) => string): number => {
+    let lo = 0;
+    let hi = len;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (fits(at(mid))) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo;
+  };
+  const dk = longest(done.length - 1, (k) => build(runs, done.slice(0, k)));
+  text = build(runs, done.slice(0, dk));
+  if (fits(text)) return text;
+  const rk = longest(runs.length, (k) => build(runs.slice(0, k), []));
+  text = build(runs.slice(0, rk), []);
+  if (fits(text)) return text;
+  // Only reachable with a cap below the size of the counts themselves.
+  throw new RangeError(`termination message cap ${max} is too small for the counts`);
+}
+
+/** Parses the first line of a termination message; undefined when it is not one of ours. */
+export function decodeTermination(text: string | undefined): TerminationMessage | undefined {
+  if (!text) return undefined;
+  const line = text.split('\n', 1)[0]!;
+  let m: unknown;
+  try {
+    m = JSON.parse(line);
+  } catch {
+    return undefined;
+  }
+  if (!m || typeof m !== 'object') return undefined;
+  const o = m as Partial<TerminationMessage>;
+  if (o.v !== TERMINATION_VERSION || !Array.isArray(o.runs) || !Array.isArray(o.done)) return undefined;
+  if (typeof o.shipped !== 'number' || typeof o.unsent !== 'number' || typeof o.dead_lettered !== 'number') return undefined;
+  return o as TerminationMessage;
+}
+
