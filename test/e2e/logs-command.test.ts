@@ -14,7 +14,7 @@
  */
 import type { V1Job } from '@kubernetes/client-node';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -48,7 +48,10 @@ beforeAll(async () => {
   // kubectl looks plugins up on PATH by exact name; npm links the bin the same way.
   pluginDir = mkdtempSync(join(tmpdir(), 'jh-plugin-'));
   symlinkSync(join(repo, 'dist', 'kubectl-jobharvest'), join(pluginDir, 'kubectl-jobharvest'));
-  kubectl = process.env.JOBHARVEST_KUBECTL ?? (await which('kubectl'));
+  // The kubectl built from the pinned Kubernetes module (npm run node:build, which
+  // test:all runs before the e2e project) first, then one on PATH.
+  const pinned = join(repo, 'test', 'harness', 'node', 'bin', 'kubectl');
+  kubectl = process.env.JOBHARVEST_KUBECTL ?? (existsSync(pinned) ? pinned : await which('kubectl'));
   stack = await Stack.start({ info: cluster.info, name: 'lgs', kubelet: { restartBackoffMs: 300 } });
   if (openSearchBuildable()) opensearch = await OpenSearch.start();
 }, 600_000);
