@@ -62,6 +62,8 @@ export interface NamespaceMeta {
   name: string;
   labels?: Record<string, string>;
   annotations?: Record<string, string>;
+  /** Being deleted: the API server refuses anything new in it. */
+  terminating?: boolean;
 }
 
 export function isJob(o: unknown): o is Job {

@@ -57,7 +57,8 @@ export class LogReaderRbac {
 
   /** Namespace event from the cache. */
   onNamespace(ns: NamespaceMeta, deleted: boolean): void {
-    if (deleted) return;
+    // A terminating namespace takes its bindings with it, and refuses new ones.
+    if (deleted || ns.terminating) return;
     const inOpt = optedIn(ns, this.opts.config);
     const sidecars = this.sidecarBinding(ns.name);
     const webhook = this.webhookBinding(ns.name);
@@ -121,7 +122,10 @@ export class LogReaderRbac {
       await this.rbac.createNamespacedRoleBinding({ namespace, body: this.desired(namespace, b) });
       this.opts.log('info', 'log-reader RoleBinding created', { namespace, binding: b.name });
     } catch (err) {
-      if (statusOf(err) !== 409) throw err;
+      if (statusOf(err) === 409) return;
+      // The namespace began terminating after the event that asked for this.
+      if (statusOf(err) === 403 && /NamespaceTerminating|is being terminated/.test(messageOf(err))) return;
+      throw err;
     }
   }
 

@@ -25,6 +25,7 @@ export function toMeta(ns: V1Namespace): NamespaceMeta {
     name: ns.metadata?.name ?? '',
     labels: { ...(ns.metadata?.labels ?? {}) },
     annotations: { ...(ns.metadata?.annotations ?? {}) },
+    ...(ns.metadata?.deletionTimestamp !== undefined || ns.status?.phase === 'Terminating' ? { terminating: true } : {}),
   };
 }
 
