@@ -78,6 +78,10 @@ const configSchema = z
           .strict()
           .default({ requests: { cpu: '10m', memory: '32Mi' }, limits: { memory: '128Mi' } }),
         stateSizeLimit: z.string().default('64Mi'),
+        // node mode: the kubelet's podLogsDir on the node (its default). A
+        // kubelet configured elsewhere needs this, or the hostPath check fails
+        // and the pod never starts.
+        podLogsHostPath: z.string().regex(/^\/[^\0]*$/, 'an absolute path').default('/var/log/pods'),
       })
       .strict()
       // prefault, not default: the empty object goes through the schema above,

@@ -61,7 +61,7 @@ export function inject({ job: input, settings, mode, ttlSecondsAfterFinished, co
   const volumes: Volume[] = [stateVolume(config)];
   const mounts: Obj[] = [{ name: NAMES.stateVolume, mountPath: NAMES.stateMountPath }];
   if (mode === 'node') {
-    volumes.push({ name: NAMES.logVolume, hostPath: { path: '/var/log/pods', type: 'Directory' } });
+    volumes.push({ name: NAMES.logVolume, hostPath: { path: config.sidecar.podLogsHostPath, type: 'Directory' } });
     // subPathExpr confines the sidecar to its own pod's directory: it cannot list
     // or read any other pod's logs on the node.
     mounts.push({ name: NAMES.logVolume, mountPath: NAMES.logMountPath, subPathExpr: SUBPATH_EXPR, readOnly: true });

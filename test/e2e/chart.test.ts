@@ -168,6 +168,7 @@ const fullValues = {
     runAsUser: 10001,
     resources: { requests: { cpu: '20m', memory: '48Mi' }, limits: { cpu: '500m', memory: '256Mi' } },
     stateSizeLimit: '128Mi',
+    podLogsHostPath: '/var/lib/kubelet/pod-logs',
   },
 };
 
@@ -200,6 +201,7 @@ describe('the rendered configuration file', () => {
         runAsUser: 10001,
         resources: fullValues.sidecar.resources,
         stateSizeLimit: '128Mi',
+        podLogsHostPath: '/var/lib/kubelet/pod-logs',
       },
     };
     expect(config).toEqual(expected);

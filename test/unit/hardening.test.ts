@@ -223,3 +223,16 @@ describe('node mode on a real node', () => {
     expect(r.warnings.join()).toMatch(/hostUsers: false.*api mode/);
   });
 });
+
+describe('a kubelet whose podLogsDir is not /var/log/pods', () => {
+  it('mounts the configured host path in node mode', () => {
+    const config = parseConfig({ ...durableConfig(), sidecar: { ...durableConfig().sidecar, podLogsHostPath: '/data/kubelet/pod-logs' } });
+    const volumes = run(job(), config).job.spec!.template!.spec!.volumes as Array<Record<string, any>>;
+    expect(volumes.find((v) => v.hostPath)?.hostPath).toEqual({ path: '/data/kubelet/pod-logs', type: 'Directory' });
+    const defaults = run(job()).job.spec!.template!.spec!.volumes as Array<Record<string, any>>;
+    expect(defaults.find((v) => v.hostPath)?.hostPath.path).toBe('/var/log/pods');
+  });
+  it('refuses a relative path in the configuration', () => {
+    expect(() => parseConfig({ sidecar: { podLogsHostPath: 'var/log/pods' } })).toThrow(/absolute path/);
+  });
+});

@@ -88,6 +88,7 @@ Empty strings are left out, so that the webhook's own defaults apply to them.
   "runAsUser" .Values.sidecar.runAsUser
   "resources" .Values.sidecar.resources
   "stateSizeLimit" .Values.sidecar.stateSizeLimit
+  "podLogsHostPath" .Values.sidecar.podLogsHostPath
 }}
 {{- $config := dict
   "mode" .Values.mode
