@@ -5,6 +5,8 @@
  * the sidecar's summary reports as unsent.
  */
 import { RbacAuthorizationV1Api, type V1Job, type V1JobCondition } from '@kubernetes/client-node';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { NAMES } from '../../src/contract/env.ts';
 import { kubeConfigFor, LOG_READER_CLUSTERROLE, numberedLines } from '../harness/kubelet/stack.ts';
@@ -184,6 +186,65 @@ describeRealNode('Job lifecycles on the real node', () => {
     for (const k of [0, 1, 2]) {
       expect(await vl.count(`${filter} ${exact('restart_count', String(k))} "attempt ${k} line"`), `run ${k}'s lines carry restart_count ${k}`).toBe(M);
     }
+  });
+
+  /** The host PIDs in a container's cgroup on the node (cgroup v1, cgroupfs driver, as node.ts sets up). */
+  function containerPids(containerId: string): number[] {
+    const root = join('/sys/fs/cgroup/pids', readFileSync(join(env.node.dir, 'cgroup-root'), 'utf8').trim());
+    const find = (dir: string): string | undefined => {
+      for (const e of readdirSync(dir, { withFileTypes: true })) {
+        if (!e.isDirectory()) continue;
+        if (e.name === containerId) return join(dir, e.name);
+        const hit = find(join(dir, e.name));
+        if (hit !== undefined) return hit;
+      }
+      return undefined;
+    };
+    const cg = find(root);
+    if (cg === undefined) return [];
+    return readFileSync(join(cg, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).map(Number);
+  }
+
+  scenario('6. the sidecar process killed mid-stream: the kubelet restarts it, it resumes from its checkpoint; nothing lost, duplicates bounded', async () => {
+    const N = 4000;
+    const ns = await namespaceFor('kill', 600);
+    // About 20 s of writing, so the kill lands while lines are still coming.
+    const script = `i=1; while [ $i -le ${N} ]; do echo "kill line $i"; [ $((i % 100)) -eq 0 ] && sleep 0.5; i=$((i+1)); done`;
+    await create(ns, {
+      metadata: { name: 'kill' },
+      spec: { backoffLimit: 0, template: { spec: { restartPolicy: 'Never', containers: [{ name: 'main', image: IMAGE, command: ['sh', '-c', script] }] } } },
+    });
+    const pod = await jobPod(ns, 'kill');
+    const filter = `${exact('namespace', ns)} ${exact('container', 'main')}`;
+    // Mid-stream: some lines have arrived, and the main container still runs.
+    await waitFor('the first lines at the log server', async () => ((await vl.count(filter)) >= 500 ? true : undefined), { timeoutMs: 60_000, intervalMs: 250 });
+    const running = await env.core.readNamespacedPod({ name: pod.name, namespace: ns });
+    const sidecarId = running.status?.initContainerStatuses?.find((s) => s.name === NAMES.container)?.containerID?.replace(/^containerd:\/\//, '');
+    expect(running.status?.containerStatuses?.find((s) => s.name === 'main')?.state?.running, 'the main container still writes').toBeDefined();
+    expect(sidecarId, 'the sidecar runs').toBeDefined();
+    const pids = containerPids(sidecarId!);
+    expect(pids.length, 'the sidecar container has a process').toBeGreaterThan(0);
+    const receivedAtKill = await vl.count(filter);
+    for (const pid of pids) process.kill(pid, 'SIGKILL');
+    // Everything the sidecar could have read before it died: the bound on what it may send twice.
+    const writtenAtKill = (await env.core.readNamespacedPodLog({ name: pod.name, namespace: ns, container: 'main' })).split('\n').filter(Boolean).length;
+    const cond = await finished(ns, 'kill');
+    const after = await env.core.readNamespacedPod({ name: pod.name, namespace: ns });
+    const sidecar = after.status?.initContainerStatuses?.find((s) => s.name === NAMES.container);
+    const got = await received(filter);
+    console.log(`6. killed the sidecar (pids ${pids.join(',')}) with ${receivedAtKill} lines received and ${writtenAtKill} written; sidecar restarts ${sidecar?.restartCount}`);
+    tally.push({ scenario: '6. sidecar killed mid-stream', written: N, received: got.total, duplicated: got.total - got.distinct, unsent: await unsentOf(ns, pod.name) });
+    expect({ condition: cond.type, sidecarRestarts: sidecar?.restartCount, sidecarExit: sidecar?.state?.terminated?.exitCode }).toEqual({
+      condition: 'Complete',
+      sidecarRestarts: 1,
+      sidecarExit: 0,
+    });
+    expect(got.distinct, 'nothing lost').toBe(N);
+    // A restart from offset 0 would send every line received before the kill again.
+    expect(got.total - got.distinct, 'resumed from its checkpoint, not from the start of the file').toBeLessThan(receivedAtKill);
+    expect(got.total - got.distinct, 'only lines read before the kill may arrive twice').toBeLessThanOrEqual(writtenAtKill);
+    const rows = await vl.query(`${filter} | stats by (namespace, job, pod, pod_uid, container, restart_count, node) count_uniq(_msg) as n`);
+    expect(rows).toEqual([{ namespace: ns, job: 'kill', pod: pod.name, pod_uid: pod.uid, container: 'main', restart_count: '0', node: env.node.name, n: String(N) }]);
   });
 
   scenario('8. ordering: the Job is Complete only after the sidecar exited, and the TTL deletes Job and pod only after every line is at the log server', async () => {
