@@ -28,17 +28,16 @@
 //    many lines, and distinct lines, reached VictoriaLogs.
 // The last line is `start_delay_ms=… idle_rss_MiB=… flood_peak_rss_MiB=…`.
 // Everything the run started is stopped at the end, on failure too.
-import { RbacAuthorizationV1Api, Watch, type V1Pod } from '@kubernetes/client-node';
+import { Watch, type V1Pod } from '@kubernetes/client-node';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { NAMES } from '../../src/contract/env.ts';
-import { kubeConfigFor, LOG_READER_CLUSTERROLE, numberedLines } from '../../test/harness/kubelet/stack.ts';
+import { kubeConfigFor, numberedLines } from '../../test/harness/kubelet/stack.ts';
 import { BUSYBOX_IMAGE } from '../../test/harness/node/images.ts';
-import { exact, VictoriaLogs } from '../../test/harness/servers/victorialogs.ts';
-import { startWebhook, type WebhookProcess } from '../../test/support/webhook-process.ts';
+import { exact } from '../../test/harness/servers/victorialogs.ts';
 import { waitFor } from '../../test/support/wait.ts';
-import { createNamespace, startNodeEnv, unavailable, type NodeEnv } from '../../test/node/support.ts';
+import { createNamespace, startProductOnNode, unavailable, type NodeEnv } from '../../test/node/support.ts';
 import { bareId, criStartedAtMs, findMemoryCgroup, MiB, readMemory, type MemorySample } from './cgroup.ts';
 
 const JOBS = Number(process.env.BENCH_NODE_JOBS ?? 20);
@@ -152,25 +151,11 @@ async function main(): Promise<void> {
   let failed = true;
   try {
     log('starting the control plane and the real node (waits while another run holds the node lock)');
-    const env = await startNodeEnv();
-    cleanups.push(() => env.stop(failed));
+    const product = await startProductOnNode('jobharvest-bench-node');
+    cleanups.push(() => product.stop(failed));
+    const { env, vl } = product;
     const cgroupRoot = readFileSync(join(env.node.dir, 'cgroup-root'), 'utf8').trim();
     const containerdRoot = join(env.node.dir, 'containerd', 'root');
-    await kubeConfigFor(env.cluster)
-      .makeApiClient(RbacAuthorizationV1Api)
-      .createClusterRole({
-        body: {
-          metadata: { name: LOG_READER_CLUSTERROLE },
-          rules: [
-            { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
-            { apiGroups: [''], resources: ['pods/log'], verbs: ['get'] },
-          ],
-        },
-      });
-    const vl = await VictoriaLogs.start();
-    cleanups.push(() => vl.dispose());
-    const webhook: WebhookProcess = await startWebhook(env.cluster, { name: 'jobharvest-bench-node', args: ['--log-reader-clusterrole', LOG_READER_CLUSTERROLE] });
-    cleanups.push(() => webhook.stop());
     const sinkHost = await env.node.expose(vl.port);
     const injected = await createNamespace(env.core, 'bench-inj', {
       'jobharvest.io/inject': 'enabled',

@@ -3,12 +3,11 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { NAMES } from '../../src/contract/env.ts';
-import { kubeConfigFor, LOG_READER_CLUSTERROLE, numberedLines } from '../harness/kubelet/stack.ts';
+import { kubeConfigFor, numberedLines } from '../harness/kubelet/stack.ts';
 import { BUSYBOX_IMAGE } from '../harness/node/images.ts';
 import { exact, VictoriaLogs } from '../harness/servers/victorialogs.ts';
-import { startWebhook, type WebhookProcess } from '../support/webhook-process.ts';
 import { waitFor } from '../support/wait.ts';
-import { createNamespace, describeRealNode, startNodeEnv, type NodeEnv } from './support.ts';
+import { createNamespace, describeRealNode, startProductOnNode, type NodeEnv, type ProductOnNode } from './support.ts';
 
 const N = 200;
 const FAST = 30_000;
@@ -16,29 +15,17 @@ const FAST = 30_000;
 describeRealNode('an api-mode Job under Pod Security `restricted`, through the real webhook and image, on the real node', () => {
   let env: NodeEnv;
   let vl: VictoriaLogs;
-  let webhook: WebhookProcess;
+  let product: ProductOnNode | undefined;
   let failed = false;
   let rbac: RbacAuthorizationV1Api;
 
   beforeAll(async () => {
-    env = await startNodeEnv();
+    product = await startProductOnNode('jobharvest-real-node-api');
+    ({ env, vl } = product);
     rbac = kubeConfigFor(env.cluster).makeApiClient(RbacAuthorizationV1Api);
-    await rbac.createClusterRole({
-      body: {
-        metadata: { name: LOG_READER_CLUSTERROLE },
-        rules: [
-          { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
-          { apiGroups: [''], resources: ['pods/log'], verbs: ['get'] },
-        ],
-      },
-    });
-    vl = await VictoriaLogs.start();
-    webhook = await startWebhook(env.cluster, { name: 'jobharvest-real-node-api', args: ['--log-reader-clusterrole', LOG_READER_CLUSTERROLE] });
   });
   afterAll(async () => {
-    await env?.stop(failed);
-    await webhook?.stop();
-    await vl?.dispose();
+    await product?.stop(failed);
   });
 
   it('api mode in a `restricted` namespace: the pod is admitted, runs, and every line reaches VictoriaLogs through pods/log', async () => {

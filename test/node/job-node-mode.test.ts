@@ -1,41 +1,25 @@
-import { RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { NAMES } from '../../src/contract/env.ts';
-import { kubeConfigFor, LOG_READER_CLUSTERROLE, numberedLines } from '../harness/kubelet/stack.ts';
+import { numberedLines } from '../harness/kubelet/stack.ts';
 import { BUSYBOX_IMAGE } from '../harness/node/images.ts';
 import { exact, VictoriaLogs } from '../harness/servers/victorialogs.ts';
-import { startWebhook, type WebhookProcess } from '../support/webhook-process.ts';
 import { waitFor } from '../support/wait.ts';
-import { createNamespace, describeRealNode, startNodeEnv, type NodeEnv } from './support.ts';
+import { createNamespace, describeRealNode, startProductOnNode, type NodeEnv, type ProductOnNode } from './support.ts';
 
 const N = 200;
 
 describeRealNode('a Job through the real webhook, with the real image, on the real node', () => {
   let env: NodeEnv;
   let vl: VictoriaLogs;
-  let webhook: WebhookProcess;
+  let product: ProductOnNode | undefined;
   let failed = false;
 
   beforeAll(async () => {
-    env = await startNodeEnv();
-    await kubeConfigFor(env.cluster)
-      .makeApiClient(RbacAuthorizationV1Api)
-      .createClusterRole({
-        body: {
-          metadata: { name: LOG_READER_CLUSTERROLE },
-          rules: [
-            { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
-            { apiGroups: [''], resources: ['pods/log'], verbs: ['get'] },
-          ],
-        },
-      });
-    vl = await VictoriaLogs.start();
-    webhook = await startWebhook(env.cluster, { name: 'jobharvest-real-node', args: ['--log-reader-clusterrole', LOG_READER_CLUSTERROLE] });
+    product = await startProductOnNode('jobharvest-real-node');
+    ({ env, vl } = product);
   });
   afterAll(async () => {
-    await env?.stop(failed);
-    await webhook?.stop();
-    await vl?.dispose();
+    await product?.stop(failed);
   });
 
   // One Job, two verdicts: what the real node does today, and what the product promises.

@@ -4,17 +4,16 @@
  * scenario counts what was written, what arrived, what arrived twice and what
  * the sidecar's summary reports as unsent.
  */
-import { RbacAuthorizationV1Api, type V1Job, type V1JobCondition } from '@kubernetes/client-node';
+import { type V1Job, type V1JobCondition } from '@kubernetes/client-node';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { NAMES } from '../../src/contract/env.ts';
-import { kubeConfigFor, LOG_READER_CLUSTERROLE, numberedLines } from '../harness/kubelet/stack.ts';
+import { numberedLines } from '../harness/kubelet/stack.ts';
 import { BUSYBOX_IMAGE } from '../harness/node/images.ts';
 import { exact, VictoriaLogs } from '../harness/servers/victorialogs.ts';
-import { startWebhook, type WebhookProcess } from '../support/webhook-process.ts';
 import { waitFor } from '../support/wait.ts';
-import { createNamespace, describeRealNode, startNodeEnv, type NodeEnv } from './support.ts';
+import { createNamespace, describeRealNode, startProductOnNode, type NodeEnv, type ProductOnNode } from './support.ts';
 
 const IMAGE = BUSYBOX_IMAGE.replace('docker.io/library/', '');
 
@@ -29,39 +28,22 @@ interface Row {
 describeRealNode('Job lifecycles on the real node', () => {
   let env: NodeEnv;
   let vl: VictoriaLogs;
-  let webhook: WebhookProcess;
+  let product: ProductOnNode | undefined;
   let sinkHost: string;
   let failed = false;
   const tally: Row[] = [];
 
   beforeAll(async () => {
-    env = await startNodeEnv();
-    await kubeConfigFor(env.cluster)
-      .makeApiClient(RbacAuthorizationV1Api)
-      .createClusterRole({
-        body: {
-          metadata: { name: LOG_READER_CLUSTERROLE },
-          rules: [
-            { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
-            { apiGroups: [''], resources: ['pods/log'], verbs: ['get'] },
-          ],
-        },
-      });
-    vl = await VictoriaLogs.start();
     // The sidecar's own guarantee, without the harvester holding Jobs behind it:
     // with it, a lost line could be made good later and the TTL moved.
-    webhook = await startWebhook(env.cluster, {
-      name: 'jobharvest-node-lifecycle',
-      args: ['--log-reader-clusterrole', LOG_READER_CLUSTERROLE, '--max-hold-seconds', '0'],
-    });
+    product = await startProductOnNode('jobharvest-node-lifecycle', ['--max-hold-seconds', '0']);
+    ({ env, vl } = product);
     sinkHost = await env.node.expose(vl.port);
   });
   afterAll(async () => {
     console.log('lifecycle (real node, node mode): written / received / duplicated / unsent');
     for (const r of tally) console.log(`  ${r.scenario}: ${r.written} / ${r.received} / ${r.duplicated} / ${r.unsent}`);
-    await env?.stop(failed);
-    await webhook?.stop();
-    await vl?.dispose();
+    await product?.stop(failed);
   });
 
   /** Marks the node folder to be kept when a scenario fails. */

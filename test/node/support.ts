@@ -8,9 +8,11 @@ import { BatchV1Api, CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { randomBytes } from 'node:crypto';
 import { describe, it } from 'vitest';
 import { DEFAULT_CONTROLLERS, startCluster, type Cluster } from '../harness/cluster/harness.ts';
-import { kubeConfigFor } from '../harness/kubelet/stack.ts';
+import { createLogReaderClusterRole, kubeConfigFor, LOG_READER_CLUSTERROLE } from '../harness/kubelet/stack.ts';
 import { nodeUnavailableReason, startNode, type RealNode } from '../harness/node/node.ts';
+import { VictoriaLogs } from '../harness/servers/victorialogs.ts';
 import { waitFor } from '../support/wait.ts';
+import { startWebhook, type WebhookProcess } from '../support/webhook-process.ts';
 
 export const unavailable = nodeUnavailableReason();
 
@@ -60,6 +62,43 @@ export async function startNodeEnv(): Promise<NodeEnv> {
       await cluster.stop({ failed });
     },
   };
+}
+
+export interface ProductOnNode {
+  env: NodeEnv;
+  vl: VictoriaLogs;
+  webhook: WebhookProcess;
+  stop(failed: boolean): Promise<void>;
+}
+
+/**
+ * What every real-node scenario runs on: the control plane and the node, the
+ * log-reader ClusterRole the chart would install, VictoriaLogs, and the
+ * webhook out of cluster with `webhookArgs` added to its own.
+ */
+export async function startProductOnNode(name: string, webhookArgs: string[] = []): Promise<ProductOnNode> {
+  const env = await startNodeEnv();
+  let vl: VictoriaLogs | undefined;
+  try {
+    await createLogReaderClusterRole(kubeConfigFor(env.cluster));
+    vl = await VictoriaLogs.start();
+    const webhook = await startWebhook(env.cluster, { name, args: ['--log-reader-clusterrole', LOG_READER_CLUSTERROLE, ...webhookArgs] });
+    const started = vl;
+    return {
+      env,
+      vl: started,
+      webhook,
+      async stop(failed) {
+        await env.stop(failed);
+        await webhook.stop();
+        await started.dispose();
+      },
+    };
+  } catch (err) {
+    await vl?.dispose();
+    await env.stop(true);
+    throw err;
+  }
 }
 
 export async function createNamespace(core: CoreV1Api, tag: string, annotations: Record<string, string> = {}, labels: Record<string, string> = {}): Promise<string> {

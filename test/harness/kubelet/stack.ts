@@ -15,6 +15,24 @@ import { ensureSidecarBundle } from '../../support/sidecar.ts';
 import { TestKubelet, type KubeletOptions } from './kubelet.ts';
 
 export const LOG_READER_CLUSTERROLE = 'jobharvest-log-reader';
+
+/** What the chart installs for api mode (the webhook binds it per namespace); created once per control plane. */
+export async function createLogReaderClusterRole(kc: KubeConfig): Promise<void> {
+  await kc
+    .makeApiClient(RbacAuthorizationV1Api)
+    .createClusterRole({
+      body: {
+        metadata: { name: LOG_READER_CLUSTERROLE },
+        rules: [
+          { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
+          { apiGroups: [''], resources: ['pods/log'], verbs: ['get'] },
+        ],
+      },
+    })
+    .catch((err: { code?: number }) => {
+      if (err.code !== 409) throw err;
+    });
+}
 /** The webhook's namespace (the default of its config, excluded from injection). */
 export const WEBHOOK_NAMESPACE = 'jobharvest';
 const JOB_NAME_LABEL = 'batch.kubernetes.io/job-name';
@@ -72,21 +90,7 @@ export class Stack {
     ensureSidecarBundle();
     const prefix = `${o.name}-`;
     const kc = kubeConfigFor(o.info);
-    // What the chart installs for api mode; the webhook binds it per namespace.
-    await kc
-      .makeApiClient(RbacAuthorizationV1Api)
-      .createClusterRole({
-        body: {
-          metadata: { name: LOG_READER_CLUSTERROLE },
-          rules: [
-            { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
-            { apiGroups: [''], resources: ['pods/log'], verbs: ['get'] },
-          ],
-        },
-      })
-      .catch((err: { code?: number }) => {
-        if (err.code !== 409) throw err;
-      });
+    await createLogReaderClusterRole(kc);
     // The webhook's own namespace, where its leader-election Lease lives.
     await kc
       .makeApiClient(CoreV1Api)
