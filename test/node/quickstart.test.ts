@@ -139,6 +139,9 @@ async function runQuickStart(cluster: Cluster, node: RealNode, vl: VictoriaLogs,
     runs.push(result);
     console.log(`$ ${command}\n  exit ${result.code} after ${result.endedMs - result.startedMs} ms\n${indent(result.stdout)}${result.code === 0 ? '' : indent(result.stderr)}`);
     expect(result.code, `\`${command}\` failed:\n${result.stderr}`).toBe(0);
+    // Step 4, checked at once: a Job the webhook did not reach has no TTL,
+    // and every later step would fail further from the cause.
+    if (command.includes('ttlSecondsAfterFinished')) expect(result.stdout, 'the TTL the webhook set').toBe(`${ttlSeconds}\n`);
     if (command.includes('--for=condition=complete')) {
       // The TTL clock starts at the Complete condition's transition, which
       // only the API has: read it now, before the TTL deletes the Job.
@@ -177,6 +180,7 @@ async function runQuickStart(cluster: Cluster, node: RealNode, vl: VictoriaLogs,
   ]);
   expect(jobPod!.spec?.nodeName).toBe(node.name);
   expect(find('prints the TTL', (c) => c.includes('ttlSecondsAfterFinished')).stdout).toBe(`${ttlSeconds}\n`);
+  // Short enough for a reader to watch, and for this test.
   expect(ttlSeconds).toBe(60);
 
   // Step 5: the three lines at the log server, with the Job's metadata.
