@@ -48,8 +48,13 @@ const CLEANUP = join(HERE, 'cleanup.sh');
 /** Where the webhook's node mode expects the kubelet's pod logs. */
 export const HOST_POD_LOGS = '/var/log/pods';
 const CACHE = process.env.JOBHARVEST_CACHE ?? join(process.env.HOME ?? '/root', '.cache/jobharvest');
-/** One real node per machine at a time (see startNodeWatchdog). */
-const NODE_LOCK = join(CACHE, 'node', '.run.lock');
+/**
+ * One real node per machine at a time (see startNodeWatchdog). A fixed path,
+ * not under JOBHARVEST_CACHE: two runs with different caches (a cold CI run
+ * next to a warm one) share the same host paths, cgroups and iptables, so
+ * they must share the lock too. /run is a tmpfs: the file goes at reboot.
+ */
+export const NODE_LOCK = '/run/lock/jobharvest-node.lock';
 
 /** Global sysctls the kubelet (or the runtime) is known to write; cleanup.sh puts back what they were. */
 export const WATCHED_SYSCTLS = [
