@@ -199,6 +199,10 @@ export class RunReader implements LineHandler<LogRecord> {
         const out: LogRecord[] = [];
         this.splitter.end(out);
         if (out.length > 0) await h.emit(out);
+        // The whole of what the API still has, and the resume point was not in it.
+        const skip = this.skip;
+        if (skip && skip.count === 0 && skip.seen < skip.n) this.gap(skip, undefined);
+        this.skip = undefined;
         return this.finish(true);
       }
       // A fragment still waiting for its end is read again, whole, next time.
@@ -215,6 +219,27 @@ export class RunReader implements LineHandler<LogRecord> {
     this.finished = true;
     this.host.stats.filesReleased++;
     this.host.onProgress();
+  }
+
+  /**
+   * A resumed stream did not hold the resume point: asked from the second of
+   * the last line read, it would have started with that line (and the lines
+   * sharing its timestamp) had the kubelet still served the file holding it.
+   * The kubelet rotated that file away while no stream was open, and pods/log
+   * serves only the current file, so whatever followed the last line in the
+   * rotated files cannot be read. How many lines that was is not known: none,
+   * if the rotation came right after the last line read.
+   */
+  private gap(skip: Skip, next: string | undefined): void {
+    this.host.stats.resumeGaps++;
+    log.warn('resumed a container log past a rotation: the lines written after the last one read and before the current file began are lost', {
+      container: this.container,
+      restart: this.restart,
+      lastRead: this.lastTs,
+      lastReadLine: this.index,
+      linesWithThatTimestampFound: skip.seen,
+      nextLine: next ?? null,
+    });
   }
 
   private beginSkip(): void {
@@ -258,6 +283,7 @@ export class RunReader implements LineHandler<LogRecord> {
           skip.seen++;
           return;
         }
+        if (skip.seen < skip.n) this.gap(skip, ts);
       }
       this.skip = undefined;
     }
