@@ -289,6 +289,24 @@ describe('api mode: resuming past a kubelet rotation', () => {
     expect({ outcome: summary.outcome, resume_gaps: summary.resume_gaps }).toEqual({ outcome: 'incomplete', resume_gaps: 1 });
   });
 
+  it('no gap when the kubelet rotates right after the last line and the run ends while its stream is open', async () => {
+    const seen = warnings();
+    const t = await setup({ main: ['main'] });
+    t.kube.run('main', 0);
+    t.kube.append('main', 0, lines('main', 0, 100, 4));
+    const p = await t.start();
+    await waitFor(() => t.sink.accepted.length >= 100, 'every line');
+    // The current file is empty now; the followed stream ends with the run,
+    // and the closing request (from the second of the last line) gets nothing.
+    t.kube.rotate('main', 0);
+    t.kube.terminate('main');
+    const summary = await p.drain();
+    expect(messages(t.sink.accepted)).toEqual(names('main', 0, 100));
+    expect(t.kube.logRequests.filter((q) => q.container === 'main' && !q.follow).length, 'the closing request was made').toBeGreaterThan(0);
+    expect({ outcome: summary.outcome, resume_gaps: summary.resume_gaps }).toEqual({ outcome: 'complete', resume_gaps: 0 });
+    expect(seen.filter((m) => m.startsWith('resumed a container log past a rotation'))).toEqual([]);
+  });
+
   it('no gap when the rotation came while the stream was open, or the resume point is still in the current file', async () => {
     const seen = warnings();
     const { t, open, refused } = await cutAndHold(120);

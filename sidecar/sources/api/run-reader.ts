@@ -92,6 +92,11 @@ export class RunReader implements LineHandler<LogRecord> {
   private connSec = -Infinity;
   private connNanos = 0;
   private skip: Skip | undefined;
+  /**
+   * The last followed stream ended cleanly with the run terminated: the
+   * kubelet followed the run, across its rotations, to its last line.
+   */
+  private followedToEnd = false;
   /** Positions of lines whose timestamp is shared with lines before them, by line number. */
   private readonly marks = new Map<number, Mark>();
   private readonly start: { readonly index: number; readonly ts?: string; readonly n: number };
@@ -186,6 +191,7 @@ export class RunReader implements LineHandler<LogRecord> {
       } catch (err) {
         if (h.signal.aborted) return;
         this.splitter.reset();
+        if (follow) this.followedToEnd = false;
         failures++;
         if (failures === 1 || failures % 10 === 0) {
           log.warn('container log stream failed; reconnecting', { container: this.container, restart: this.restart, attempt: failures, error: err });
@@ -199,18 +205,19 @@ export class RunReader implements LineHandler<LogRecord> {
         const out: LogRecord[] = [];
         this.splitter.end(out);
         if (out.length > 0) await h.emit(out);
-        // The whole of what the API still has, and the resume point was not in it.
+        // The whole of what the API still has, and the resume point was not in
+        // it. Unless a followed stream already read the run to its end: then
+        // the file was rotated after the last line, and nothing is missing.
         const skip = this.skip;
-        if (skip && skip.count === 0 && skip.seen < skip.n) this.gap(skip, undefined);
+        if (skip && skip.count === 0 && skip.seen < skip.n && !this.followedToEnd) this.gap(skip, undefined);
         this.skip = undefined;
         return this.finish(true);
       }
       // A fragment still waiting for its end is read again, whole, next time.
       this.splitter.reset();
-      if (!h.view(this.container, this.restart).terminated) {
-        await h.refresh().catch(() => {});
-        if (!h.view(this.container, this.restart).terminated) await this.pause(++failures);
-      }
+      if (!h.view(this.container, this.restart).terminated) await h.refresh().catch(() => {});
+      this.followedToEnd = h.view(this.container, this.restart).terminated;
+      if (!this.followedToEnd) await this.pause(++failures);
     }
   }
 
