@@ -104,7 +104,9 @@ describeRealNode('scenario 2b: api mode, a fast writer across the real rotation 
       const summary = summaryIn(sidecarLog);
       const gapWarnings = sidecarLog.split('\n').filter((l) => l.includes('resumed a container log past a rotation'));
       const after = await env.core.readNamespacedPod({ name: pod.name, namespace });
-      const sidecarExit = after.status?.initContainerStatuses?.find((s) => s.name === NAMES.container)?.state?.terminated?.exitCode;
+      const sidecarStatus = after.status?.initContainerStatuses?.find((s) => s.name === NAMES.container);
+      const sidecarExit = sidecarStatus?.state?.terminated?.exitCode;
+      const notable = sidecarLog.split('\n').filter((l) => /"level":"(warn|error)"/.test(l) && !l.includes('"msg":"container log stream failed; reconnecting"'));
       const got = await vl.countWithDistinct(filter, '_msg');
       const numbers = await vl.query(`${filter} | extract "cut line <n> " | fields n`, N + 1000);
       const missing = missingRanges(new Set(numbers.map((r) => Number(r.n))), N);
@@ -117,7 +119,7 @@ describeRealNode('scenario 2b: api mode, a fast writer across the real rotation 
           `write rate about ${Math.round(N / seconds)} lines/s = ${((N * LINE_BYTES) / seconds / 1024 / 1024).toFixed(2)} MiB/s over ${seconds.toFixed(1)} s (first to last line received); ` +
           `cut ${cut.reset} connection(s) ${Math.round((Date.now() - cutAt) / 1000)} s before the end check, refused ${cut.refused} reconnection(s); ` +
           `received ${receivedBeforeCut} before the cut, ${receivedAtReopen} when it ended; files at the end ${JSON.stringify(files)}\n` +
-          `warnings: ${gapWarnings.join('\n')}\nsummary: ${JSON.stringify(summary)}`,
+          `sidecar restarts ${sidecarStatus?.restartCount}; its warnings and errors (reconnections left out):\n${notable.join('\n')}\nsummary: ${JSON.stringify(summary)}`,
       );
 
       expect(cond.type).toBe('Complete');
@@ -129,6 +131,7 @@ describeRealNode('scenario 2b: api mode, a fast writer across the real rotation 
       // Whenever lines were lost, the summary says so, once per gap at least.
       expect({ outcome: summary?.outcome, exit: sidecarExit, warned: gapWarnings.length >= missing.length }).toEqual({ outcome: 'incomplete', exit: 3, warned: true });
       expect(summary?.resume_gaps).toBeGreaterThanOrEqual(missing.length);
+      expect(summary?.resume_gaps, 'every gap counted is warned about').toBe(gapWarnings.length);
       // The other counters stay clean: the loss is the gap, not a delivery failure.
       expect({ unsent: summary?.lines_unsent, dead: summary?.lines_dead_lettered, shipped: summary?.lines_shipped }).toEqual({ unsent: 0, dead: 0, shipped: got.distinct });
       const rows = await vl.query(`${filter} | stats by (namespace, job, pod, pod_uid, container, restart_count, node) count() as n`);
