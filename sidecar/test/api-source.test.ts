@@ -307,6 +307,32 @@ describe('api mode: resuming past a kubelet rotation', () => {
     expect(seen.filter((m) => m.startsWith('resumed a container log past a rotation'))).toEqual([]);
   });
 
+  it('no gap when the stream ends with the run before its status says so, and the kubelet rotated after the last line', async () => {
+    const seen = warnings();
+    const t = await setup({ main: ['main'] });
+    t.kube.run('main', 0);
+    t.kube.append('main', 0, lines('main', 0, 100, 4));
+    const p = await t.start();
+    await waitFor(() => t.sink.accepted.length >= 100, 'every line');
+    // The kubelet rotates after the last line and ends the followed stream
+    // as the container stops; the pod status still says running, so the
+    // sidecar follows again, is served the empty current file, and that
+    // stream ends too. The status shows the run terminated only while the
+    // sidecar waits to reconnect.
+    const before = t.kube.logRequests.length;
+    t.kube.rotate('main', 0);
+    t.kube.endFollowers('main');
+    await waitFor(() => t.kube.logRequests.slice(before).some((q) => q.container === 'main' && q.follow) && t.kube.openStreams > 0, 'a followed request after the end');
+    const gets = t.kube.podGets;
+    t.kube.endFollowers('main');
+    await waitFor(() => t.kube.podGets > gets, 'the sidecar reading the pod after the empty stream');
+    t.kube.terminate('main');
+    const summary = await p.drain();
+    expect(messages(t.sink.accepted)).toEqual(names('main', 0, 100));
+    expect({ outcome: summary.outcome, resume_gaps: summary.resume_gaps }).toEqual({ outcome: 'complete', resume_gaps: 0 });
+    expect(seen.filter((m) => m.startsWith('resumed a container log past a rotation'))).toEqual([]);
+  });
+
   it('no gap when the rotation came while the stream was open, or the resume point is still in the current file', async () => {
     const seen = warnings();
     const { t, open, refused } = await cutAndHold(120);

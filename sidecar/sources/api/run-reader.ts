@@ -93,10 +93,15 @@ export class RunReader implements LineHandler<LogRecord> {
   private connNanos = 0;
   private skip: Skip | undefined;
   /**
-   * The last followed stream ended cleanly with the run terminated: the
-   * kubelet followed the run, across its rotations, to its last line.
+   * The last followed stream that returned lines began at the resume point
+   * (or at the run's start) and ended cleanly: the kubelet followed the run,
+   * across its rotations, until it stopped following. A closing request that
+   * then finds an empty current file means a rotation after the last line,
+   * not lines skipped.
    */
   private followedToEnd = false;
+  /** Lines the current connection returned, skipped ones included. */
+  private connLines = 0;
   /** Positions of lines whose timestamp is shared with lines before them, by line number. */
   private readonly marks = new Map<number, Mark>();
   private readonly start: { readonly index: number; readonly ts?: string; readonly n: number };
@@ -215,9 +220,13 @@ export class RunReader implements LineHandler<LogRecord> {
       }
       // A fragment still waiting for its end is read again, whole, next time.
       this.splitter.reset();
-      if (!h.view(this.container, this.restart).terminated) await h.refresh().catch(() => {});
-      this.followedToEnd = h.view(this.container, this.restart).terminated;
-      if (!this.followedToEnd) await this.pause(++failures);
+      // A stream that returned nothing (the run had stopped, its file rotated
+      // after the last line) tells nothing new about the one before it.
+      if (this.connLines > 0) this.followedToEnd = this.resumePointFound();
+      if (!h.view(this.container, this.restart).terminated) {
+        await h.refresh().catch(() => {});
+        if (!h.view(this.container, this.restart).terminated) await this.pause(++failures);
+      }
     }
   }
 
@@ -249,7 +258,15 @@ export class RunReader implements LineHandler<LogRecord> {
     });
   }
 
+  /** The current connection returned the line to resume after, or had none to look for. */
+  private resumePointFound(): boolean {
+    const skip = this.skip;
+    if (!skip) return true;
+    return skip.count > 0 ? skip.seen >= skip.count : skip.seen >= skip.n;
+  }
+
   private beginSkip(): void {
+    this.connLines = 0;
     this.connSec = -Infinity;
     this.connNanos = 0;
     if (this.index === 0) this.skip = undefined;
@@ -276,6 +293,7 @@ export class RunReader implements LineHandler<LogRecord> {
         this.connNanos = t.nanos;
       } else ts = undefined;
     }
+    this.connLines++;
     const sec = this.connSec;
     const nanos = this.connNanos;
     const skip = this.skip;
