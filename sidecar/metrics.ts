@@ -23,6 +23,7 @@ const COUNTERS: ReadonlyArray<readonly [keyof Stats, string, string]> = [
   ['checkpointWrites', 'jobharvest_sidecar_checkpoint_writes_total', 'Checkpoint files written.'],
   ['deadLetterOverflowLines', 'jobharvest_sidecar_dead_letter_overflow_total', 'Dead-lettered or unsent records not written because the dead-letter file reached its cap.'],
   ['deadLetterOverflowBytes', 'jobharvest_sidecar_dead_letter_overflow_bytes_total', 'Log file bytes of the records not written because the dead-letter file reached its cap.'],
+  ['resumeGaps', 'jobharvest_sidecar_resume_gaps_total', 'api mode: log streams resumed past a kubelet rotation; the lines in between are lost (their number is unknown).'],
   ['symlinksSkipped', 'jobharvest_sidecar_symlinks_skipped_total', 'Symlinks in the pod log directory, skipped rather than followed.'],
 ];
 

@@ -1,6 +1,7 @@
 // Whether the sidecar delivered everything it saw, as one word in the summary
 // line and as its exit code. `incomplete` means some lines are not at the log
-// server: unsent, dead-lettered, left unread, or in files it could not open.
+// server: unsent, dead-lettered, left unread, in files it could not open, or
+// (api mode) in a rotated file a resumed stream could no longer reach.
 
 /**
  * Exit code of a drain that ended incomplete (0 when complete). Not 1 (start-up
@@ -18,10 +19,11 @@ export interface OutcomeInputs {
   readonly unread_bytes: number;
   readonly unreadable_files: number;
   readonly deadline_hit: boolean;
+  readonly resume_gaps: number;
 }
 
 export function outcomeOf(s: OutcomeInputs): Outcome {
-  const lost = s.lines_unsent > 0 || s.lines_dead_lettered > 0 || s.unread_bytes > 0 || s.unreadable_files > 0 || s.deadline_hit;
+  const lost = s.lines_unsent > 0 || s.lines_dead_lettered > 0 || s.unread_bytes > 0 || s.unreadable_files > 0 || s.deadline_hit || s.resume_gaps > 0;
   return lost ? 'incomplete' : 'complete';
 }
 

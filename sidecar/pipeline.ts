@@ -38,6 +38,8 @@ export interface Summary {
   readonly truncated_records: number;
   readonly files: number;
   readonly symlinks_skipped: number;
+  /** api mode: streams resumed past a rotation; the lines in the rotated files are lost, their number unknown. */
+  readonly resume_gaps: number;
   readonly drain_ms: number;
   readonly deadline_hit: boolean;
 }
@@ -259,6 +261,7 @@ export class Pipeline {
       truncated_records: s.truncated,
       files: s.filesOpened,
       symlinks_skipped: s.symlinksSkipped,
+      resume_gaps: s.resumeGaps,
       drain_ms: Date.now() - started,
       deadline_hit: deadlineHit,
     };

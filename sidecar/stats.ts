@@ -22,6 +22,11 @@ export interface Stats {
   /** Dead-lettered or unsent records that did not fit under the dead-letter file's cap, and their log bytes. */
   deadLetterOverflowLines: number;
   deadLetterOverflowBytes: number;
+  /**
+   * api mode: streams resumed past a rotation, whose rotated lines pods/log
+   * no longer serves (the number of those lines is not known).
+   */
+  resumeGaps: number;
 }
 
 export function newStats(): Stats {
@@ -44,5 +49,6 @@ export function newStats(): Stats {
     unreadableBytes: 0,
     deadLetterOverflowLines: 0,
     deadLetterOverflowBytes: 0,
+    resumeGaps: 0,
   };
 }

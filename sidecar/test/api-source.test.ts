@@ -10,6 +10,7 @@ import { KubeClient } from '../sources/api/kube-client.ts';
 import { sinceTimeOf } from '../sources/api/run-reader.ts';
 import { CHECKPOINT_FILE } from '../delivery/checkpoint.ts';
 import { ConfigError, loadConfig } from '../config.ts';
+import { log } from '../log.ts';
 import { Pipeline } from '../pipeline.ts';
 import { FakeKube, type LogLine } from './fake-kube.ts';
 import { NdjsonReceiver, type Doc } from './ndjson-receiver.ts';
@@ -218,6 +219,139 @@ describe('api mode: resuming', () => {
     expect(messages(again)).toEqual(names('main', 70, 80));
     for (const d of again) expect(d.id).toBe(before.find((b) => b.message === d.message)!.id);
     expect(messages(after)).toEqual(names('main', 70, 260));
+  });
+});
+
+describe('api mode: resuming past a kubelet rotation', () => {
+  /** Captures the sidecar's warnings for one test. */
+  function warnings(): string[] {
+    const seen: string[] = [];
+    log.setWriter((line) => {
+      const e = JSON.parse(line) as { level: string; msg: string };
+      if (e.level === 'warn') seen.push(e.msg);
+    });
+    cleanups.push(async () => log.setWriter((line) => void process.stderr.write(line)));
+    return seen;
+  }
+
+  /**
+   * The first stream is cut after `cutAfter` lines; every request after it
+   * is answered 503 until `open()` is called, so that the test decides what
+   * the kubelet does while no stream is open.
+   */
+  async function cutAndHold(cutAfter: number) {
+    const t = await setup({ main: ['main'] });
+    let held = true;
+    let n = 0;
+    t.kube.onLog = (q) => {
+      if (q.container !== 'main') return undefined;
+      n++;
+      if (n === 1) return { cutAfterLines: cutAfter };
+      return held ? { status: 503 } : undefined;
+    };
+    const refused = () => n - 1;
+    return { t, open: () => void (held = false), refused };
+  }
+
+  it('counts a gap when the run was rotated while its stream was cut, and warns; the outcome is incomplete', async () => {
+    const seen = warnings();
+    const { t, open, refused } = await cutAndHold(100);
+    t.kube.run('main', 0);
+    t.kube.append('main', 0, lines('main', 0, 150, 4));
+    const p = await t.start();
+    await waitFor(() => t.sink.accepted.length >= 100 && refused() >= 2, 'the cut, and a refused reconnection');
+    // While no stream is open: more lines, then the kubelet rotates and the
+    // runtime writes on into a new file.
+    t.kube.append('main', 0, lines('main', 150, 300, 4));
+    t.kube.rotate('main', 0);
+    t.kube.append('main', 0, lines('main', 300, 400, 4));
+    open();
+    await waitFor(() => t.sink.accepted.length >= 200, 'the lines of the new file');
+    t.kube.terminate('main');
+    const summary = await p.drain();
+    expect(messages(t.sink.accepted)).toEqual([...names('main', 0, 100), ...names('main', 300, 400)]);
+    expect({ outcome: summary.outcome, resume_gaps: summary.resume_gaps, lines_read: summary.lines_read }).toEqual({ outcome: 'incomplete', resume_gaps: 1, lines_read: 200 });
+    expect(seen.filter((m) => m.startsWith('resumed a container log past a rotation'))).toHaveLength(1);
+    expect(p.stats.resumeGaps).toBe(1);
+  });
+
+  it('counts a gap when the run was rotated during the cut and ended with nothing in the new file', async () => {
+    const { t, open, refused } = await cutAndHold(100);
+    t.kube.run('main', 0);
+    t.kube.append('main', 0, lines('main', 0, 150, 4));
+    const p = await t.start();
+    await waitFor(() => t.sink.accepted.length >= 100 && refused() >= 2, 'the cut, and a refused reconnection');
+    t.kube.rotate('main', 0);
+    t.kube.terminate('main');
+    open();
+    const summary = await p.drain();
+    expect(messages(t.sink.accepted)).toEqual(names('main', 0, 100));
+    expect({ outcome: summary.outcome, resume_gaps: summary.resume_gaps }).toEqual({ outcome: 'incomplete', resume_gaps: 1 });
+  });
+
+  it('no gap when the kubelet rotates right after the last line and the run ends while its stream is open', async () => {
+    const seen = warnings();
+    const t = await setup({ main: ['main'] });
+    t.kube.run('main', 0);
+    t.kube.append('main', 0, lines('main', 0, 100, 4));
+    const p = await t.start();
+    await waitFor(() => t.sink.accepted.length >= 100, 'every line');
+    // The current file is empty now; the followed stream ends with the run,
+    // and the closing request (from the second of the last line) gets nothing.
+    t.kube.rotate('main', 0);
+    t.kube.terminate('main');
+    const summary = await p.drain();
+    expect(messages(t.sink.accepted)).toEqual(names('main', 0, 100));
+    expect(t.kube.logRequests.filter((q) => q.container === 'main' && !q.follow).length, 'the closing request was made').toBeGreaterThan(0);
+    expect({ outcome: summary.outcome, resume_gaps: summary.resume_gaps }).toEqual({ outcome: 'complete', resume_gaps: 0 });
+    expect(seen.filter((m) => m.startsWith('resumed a container log past a rotation'))).toEqual([]);
+  });
+
+  it('no gap when the stream ends with the run before its status says so, and the kubelet rotated after the last line', async () => {
+    const seen = warnings();
+    const t = await setup({ main: ['main'] });
+    t.kube.run('main', 0);
+    t.kube.append('main', 0, lines('main', 0, 100, 4));
+    const p = await t.start();
+    await waitFor(() => t.sink.accepted.length >= 100, 'every line');
+    // The kubelet rotates after the last line and ends the followed stream
+    // as the container stops; the pod status still says running, so the
+    // sidecar follows again, is served the empty current file, and that
+    // stream ends too. The status shows the run terminated only while the
+    // sidecar waits to reconnect.
+    const before = t.kube.logRequests.length;
+    t.kube.rotate('main', 0);
+    t.kube.endFollowers('main');
+    await waitFor(() => t.kube.logRequests.slice(before).some((q) => q.container === 'main' && q.follow) && t.kube.openStreams > 0, 'a followed request after the end');
+    const gets = t.kube.podGets;
+    t.kube.endFollowers('main');
+    await waitFor(() => t.kube.podGets > gets, 'the sidecar reading the pod after the empty stream');
+    t.kube.terminate('main');
+    const summary = await p.drain();
+    expect(messages(t.sink.accepted)).toEqual(names('main', 0, 100));
+    expect({ outcome: summary.outcome, resume_gaps: summary.resume_gaps }).toEqual({ outcome: 'complete', resume_gaps: 0 });
+    expect(seen.filter((m) => m.startsWith('resumed a container log past a rotation'))).toEqual([]);
+  });
+
+  it('no gap when the rotation came while the stream was open, or the resume point is still in the current file', async () => {
+    const seen = warnings();
+    const { t, open, refused } = await cutAndHold(120);
+    t.kube.run('main', 0);
+    t.kube.append('main', 0, lines('main', 0, 100, 4));
+    const p = await t.start();
+    await waitFor(() => t.sink.accepted.length >= 100, 'the first lines');
+    // Rotated while the first stream is open: it goes on into the new file.
+    t.kube.rotate('main', 0);
+    t.kube.append('main', 0, lines('main', 100, 200, 4));
+    await waitFor(() => t.sink.accepted.length >= 120 && refused() >= 2, 'the cut, inside the new file, and a refused reconnection');
+    t.kube.append('main', 0, lines('main', 200, 300, 4));
+    open();
+    await waitFor(() => t.sink.accepted.length >= 300, 'every line');
+    t.kube.terminate('main');
+    const summary = await p.drain();
+    expect(messages(t.sink.accepted)).toEqual(names('main', 0, 300));
+    expect({ outcome: summary.outcome, resume_gaps: summary.resume_gaps }).toEqual({ outcome: 'complete', resume_gaps: 0 });
+    expect(seen.filter((m) => m.startsWith('resumed a container log past a rotation'))).toEqual([]);
   });
 });
 

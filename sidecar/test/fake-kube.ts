@@ -67,6 +67,8 @@ export class FakeKube {
   private rv = 1;
   private readonly watchers = new Set<ServerResponse>();
   private readonly followers = new Set<Follower>();
+  /** Per run: the index of the first line of the current log file. */
+  private readonly rotatedAt = new Map<string, number>();
   private server!: https.Server;
   url = '';
   tokenDir = '';
@@ -147,6 +149,16 @@ export class FakeKube {
     this.logs.set(key, log);
     log.push(...lines);
     for (const f of [...this.followers]) if (f.container === name && f.run === restart) this.pump(f, log);
+  }
+
+  /**
+   * The kubelet rotates the run's log file: from now on a new request is
+   * served only the lines appended after this (pods/log reads the current
+   * file only). A stream already open goes on, as the kubelet's follow reads
+   * the renamed file to its end and then the new one.
+   */
+  rotate(name: string, restart: number): void {
+    this.rotatedAt.set(`${name}/${restart}`, this.logs.get(`${name}/${restart}`)?.length ?? 0);
   }
 
   /** Ends every watch (as a server's timeout would). */
@@ -233,7 +245,7 @@ export class FakeKube {
     q.run = run;
     const log = this.logs.get(`${q.container}/${run}`) ?? [];
     const since = q.sinceTime ? tsMs(q.sinceTime) : -Infinity;
-    let from = 0;
+    let from = this.rotatedAt.get(`${q.container}/${run}`) ?? 0;
     while (from < log.length && tsMs(log[from]!.ts) < since) from++;
     res.writeHead(200, { 'content-type': 'text/plain' });
     const f: Follower = { container: q.container, run, res, next: from, written: 0, cutAfter: behaviour.cutAfterLines ?? Infinity, endAfter: behaviour.endAfterLines ?? Infinity, cut: false };

@@ -101,10 +101,10 @@ describe('log files that exist but cannot be opened', () => {
 });
 
 describe('outcome and exit code', () => {
-  const clean = { lines_unsent: 0, lines_dead_lettered: 0, unread_bytes: 0, unreadable_files: 0, deadline_hit: false };
+  const clean = { lines_unsent: 0, lines_dead_lettered: 0, unread_bytes: 0, unreadable_files: 0, deadline_hit: false, resume_gaps: 0 };
   it('complete only when nothing was lost', () => {
     expect(outcomeOf(clean)).toBe('complete');
-    for (const bad of [{ lines_unsent: 1 }, { lines_dead_lettered: 1 }, { unread_bytes: 1 }, { unreadable_files: 1 }, { deadline_hit: true }]) {
+    for (const bad of [{ lines_unsent: 1 }, { lines_dead_lettered: 1 }, { unread_bytes: 1 }, { unreadable_files: 1 }, { deadline_hit: true }, { resume_gaps: 1 }]) {
       expect(outcomeOf({ ...clean, ...bad }), JSON.stringify(bad)).toBe('incomplete');
     }
   });

@@ -92,6 +92,16 @@ export class RunReader implements LineHandler<LogRecord> {
   private connSec = -Infinity;
   private connNanos = 0;
   private skip: Skip | undefined;
+  /**
+   * The last followed stream that returned lines began at the resume point
+   * (or at the run's start) and ended cleanly: the kubelet followed the run,
+   * across its rotations, until it stopped following. A closing request that
+   * then finds an empty current file means a rotation after the last line,
+   * not lines skipped.
+   */
+  private followedToEnd = false;
+  /** Lines the current connection returned, skipped ones included. */
+  private connLines = 0;
   /** Positions of lines whose timestamp is shared with lines before them, by line number. */
   private readonly marks = new Map<number, Mark>();
   private readonly start: { readonly index: number; readonly ts?: string; readonly n: number };
@@ -186,6 +196,7 @@ export class RunReader implements LineHandler<LogRecord> {
       } catch (err) {
         if (h.signal.aborted) return;
         this.splitter.reset();
+        if (follow) this.followedToEnd = false;
         failures++;
         if (failures === 1 || failures % 10 === 0) {
           log.warn('container log stream failed; reconnecting', { container: this.container, restart: this.restart, attempt: failures, error: err });
@@ -199,10 +210,19 @@ export class RunReader implements LineHandler<LogRecord> {
         const out: LogRecord[] = [];
         this.splitter.end(out);
         if (out.length > 0) await h.emit(out);
+        // The whole of what the API still has, and the resume point was not in
+        // it. Unless a followed stream already read the run to its end: then
+        // the file was rotated after the last line, and nothing is missing.
+        const skip = this.skip;
+        if (skip && skip.count === 0 && skip.seen < skip.n && !this.followedToEnd) this.gap(skip, undefined);
+        this.skip = undefined;
         return this.finish(true);
       }
       // A fragment still waiting for its end is read again, whole, next time.
       this.splitter.reset();
+      // A stream that returned nothing (the run had stopped, its file rotated
+      // after the last line) tells nothing new about the one before it.
+      if (this.connLines > 0) this.followedToEnd = this.resumePointFound();
       if (!h.view(this.container, this.restart).terminated) {
         await h.refresh().catch(() => {});
         if (!h.view(this.container, this.restart).terminated) await this.pause(++failures);
@@ -217,7 +237,36 @@ export class RunReader implements LineHandler<LogRecord> {
     this.host.onProgress();
   }
 
+  /**
+   * A resumed stream did not hold the resume point: asked from the second of
+   * the last line read, it would have started with that line (and the lines
+   * sharing its timestamp) had the kubelet still served the file holding it.
+   * The kubelet rotated that file away while no stream was open, and pods/log
+   * serves only the current file, so whatever followed the last line in the
+   * rotated files cannot be read. How many lines that was is not known: none,
+   * if the rotation came right after the last line read.
+   */
+  private gap(skip: Skip, next: string | undefined): void {
+    this.host.stats.resumeGaps++;
+    log.warn('resumed a container log past a rotation: the lines written after the last one read and before the current file began are lost', {
+      container: this.container,
+      restart: this.restart,
+      lastRead: this.lastTs,
+      lastReadLine: this.index,
+      linesWithThatTimestampFound: skip.seen,
+      nextLine: next ?? null,
+    });
+  }
+
+  /** The current connection returned the line to resume after, or had none to look for. */
+  private resumePointFound(): boolean {
+    const skip = this.skip;
+    if (!skip) return true;
+    return skip.count > 0 ? skip.seen >= skip.count : skip.seen >= skip.n;
+  }
+
   private beginSkip(): void {
+    this.connLines = 0;
     this.connSec = -Infinity;
     this.connNanos = 0;
     if (this.index === 0) this.skip = undefined;
@@ -244,6 +293,7 @@ export class RunReader implements LineHandler<LogRecord> {
         this.connNanos = t.nanos;
       } else ts = undefined;
     }
+    this.connLines++;
     const sec = this.connSec;
     const nanos = this.connNanos;
     const skip = this.skip;
@@ -258,6 +308,7 @@ export class RunReader implements LineHandler<LogRecord> {
           skip.seen++;
           return;
         }
+        if (skip.seen < skip.n) this.gap(skip, ts);
       }
       this.skip = undefined;
     }

@@ -48,8 +48,13 @@ const CLEANUP = join(HERE, 'cleanup.sh');
 /** Where the webhook's node mode expects the kubelet's pod logs. */
 export const HOST_POD_LOGS = '/var/log/pods';
 const CACHE = process.env.JOBHARVEST_CACHE ?? join(process.env.HOME ?? '/root', '.cache/jobharvest');
-/** One real node per machine at a time (see startNodeWatchdog). */
-const NODE_LOCK = join(CACHE, 'node', '.run.lock');
+/**
+ * One real node per machine at a time (see startNodeWatchdog). A fixed path,
+ * not under JOBHARVEST_CACHE: two runs with different caches (a cold CI run
+ * next to a warm one) share the same host paths, cgroups and iptables, so
+ * they must share the lock too. /run is a tmpfs: the file goes at reboot.
+ */
+export const NODE_LOCK = '/run/lock/jobharvest-node.lock';
 
 /** Global sysctls the kubelet (or the runtime) is known to write; cleanup.sh puts back what they were. */
 export const WATCHED_SYSCTLS = [
@@ -112,6 +117,14 @@ export interface RealNode {
   processes: ManagedProcess[];
   /** Forwards hostIp:port to 127.0.0.1:port (a server of the tests), until stop; once per port. */
   expose(port: number): Promise<string>;
+  /**
+   * A network outage between the node's pods and an exposed port (the API
+   * server's, say) for `ms`: every TCP connection from a pod is reset and new
+   * ones are refused with an RST until the time is up. The kubelet's and
+   * kube-proxy's own connections (from the node IP) stay up. Resolves when
+   * the outage ends, with the counts of connections reset and refused.
+   */
+  cutPodConnections(port: number, ms: number): Promise<{ reset: number; refused: number }>;
   /** A command run in the node's network namespace. */
   nsExec(cmd: string, args: string[]): Promise<string>;
   stop(opts?: { failed?: boolean }): Promise<void>;
@@ -172,17 +185,30 @@ async function claimSlot(nodeNs: string): Promise<number> {
   throw new Error('no free veth slot (jhn0h … jhn31h all exist)');
 }
 
+interface Forwarder {
+  readonly server: Server;
+  /** Resets the connections `from` matches and refuses (RST) new ones from it for `ms`. */
+  cut(from: (address: string) => boolean, ms: number): Promise<{ reset: number; refused: number }>;
+}
+
 /** A TCP forwarder listening on host:port, to 127.0.0.1:port. */
-function forward(host: string, port: number): Promise<Server> {
-  const sockets = new Set<Socket>();
+function forward(host: string, port: number): Promise<Forwarder> {
+  const pairs = new Set<{ inbound: Socket; outbound: Socket }>();
+  let refuse: ((address: string) => boolean) | undefined;
+  let refused = 0;
   const server = createServer((inbound) => {
+    if (refuse?.(inbound.remoteAddress ?? '')) {
+      refused++;
+      inbound.resetAndDestroy();
+      return;
+    }
     const outbound = connect(port, '127.0.0.1');
-    sockets.add(inbound).add(outbound);
+    const pair = { inbound, outbound };
+    pairs.add(pair);
     const close = () => {
       inbound.destroy();
       outbound.destroy();
-      sockets.delete(inbound);
-      sockets.delete(outbound);
+      pairs.delete(pair);
     };
     inbound.on('error', close).on('close', close);
     outbound.on('error', close).on('close', close);
@@ -190,11 +216,30 @@ function forward(host: string, port: number): Promise<Server> {
     outbound.pipe(inbound);
   });
   server.on('close', () => {
-    for (const s of sockets) s.destroy();
+    for (const { inbound, outbound } of pairs) {
+      inbound.destroy();
+      outbound.destroy();
+    }
   });
+  const cut = async (from: (address: string) => boolean, ms: number) => {
+    let reset = 0;
+    refused = 0;
+    refuse = from;
+    for (const pair of [...pairs]) {
+      if (!from(pair.inbound.remoteAddress ?? '')) continue;
+      reset++;
+      // An RST to the client, as a broken network path would end up giving it.
+      pair.inbound.resetAndDestroy();
+      pair.outbound.destroy();
+      pairs.delete(pair);
+    }
+    await new Promise((r) => setTimeout(r, ms));
+    refuse = undefined;
+    return { reset, refused };
+  };
   return new Promise((resolveListen, reject) => {
     server.once('error', reject);
-    server.listen(port, host, () => resolveListen(server));
+    server.listen(port, host, () => resolveListen({ server, cut }));
   });
 }
 
@@ -350,13 +395,22 @@ export async function startNode(opts: NodeOptions): Promise<RealNode> {
       }
     }
 
-    const exposed = new Set<number>();
+    const exposed = new Map<number, Forwarder>();
     const expose = async (port: number): Promise<string> => {
       if (!exposed.has(port)) {
-        servers.push(await forward(hostIp, port));
-        exposed.add(port);
+        const f = await forward(hostIp, port);
+        servers.push(f.server);
+        exposed.set(port, f);
       }
       return `${hostIp}:${port}`;
+    };
+    // Pods connect from their own addresses: no masquerade on this node.
+    const podPrefix = `10.213.${slot * 2 + 1}.`;
+    const fromPod = (address: string) => address.replace(/^::ffff:/, '').startsWith(podPrefix);
+    const cutPodConnections = async (port: number, ms: number) => {
+      const f = exposed.get(port);
+      if (f === undefined) throw new Error(`port ${port} is not exposed to the node`);
+      return f.cut(fromPod, ms);
     };
     const apiPort = Number(new URL(opts.cluster.server).port);
     await expose(apiPort);
@@ -533,6 +587,7 @@ export async function startNode(opts: NodeOptions): Promise<RealNode> {
       images,
       processes,
       expose,
+      cutPodConnections,
       nsExec: async (cmd, args) => (await inNs([cmd, ...args])).stdout,
       stop,
     };
