@@ -70,7 +70,9 @@ const configSchema = z
         // let in-flight records die young (a fifth less CPU than 1 MiB); compiling
         // on the main thread keeps compiler memory out of extra malloc arenas.
         args: z.array(z.string()).default(['--max-semi-space-size=4', '--max-old-space-size=48', '--no-concurrent-recompilation', '/app/sidecar.mjs']),
-        // postStart hook: the kubelet starts the Job's containers only after it returns.
+        // postStart hook, given only to a pod that shares a PID namespace (see
+        // needsStartedHook in inject.ts): the kubelet starts the Job's
+        // containers only after it returns.
         startedCommand: z.array(z.string()).default(['/nodejs/bin/node', '/app/sidecar.mjs', '--wait-started']),
         runAsUser: z.number().int().min(1).default(65532),
         resources: z
