@@ -75,10 +75,15 @@ const configSchema = z
         // containers only after it returns.
         startedCommand: z.array(z.string()).default(['/nodejs/bin/node', '/app/sidecar.mjs', '--wait-started']),
         runAsUser: z.number().int().min(1).default(65532),
+        // Sized by `npm run bench:node` (docs/operations.md#sizing): the
+        // request covers a quiet sidecar's working set (18.4 MiB) with 30% to
+        // spare; the limit is twice the working set at full flood (48.2 MiB),
+        // which also holds the node binary's page cache (~45 MiB) for the
+        // sidecar that is the first on its node to run the image.
         resources: z
           .object({ requests: resourceList.optional(), limits: resourceList.optional() })
           .strict()
-          .default({ requests: { cpu: '10m', memory: '32Mi' }, limits: { memory: '128Mi' } }),
+          .default({ requests: { cpu: '10m', memory: '24Mi' }, limits: { memory: '96Mi' } }),
         stateSizeLimit: z.string().default('64Mi'),
         // node mode: the kubelet's podLogsDir on the node (its default). A
         // kubelet configured elsewhere needs this, or the hostPath check fails
