@@ -76,10 +76,11 @@ const configSchema = z
         startedCommand: z.array(z.string()).default(['/nodejs/bin/node', '/app/sidecar.mjs', '--wait-started']),
         runAsUser: z.number().int().min(1).default(65532),
         // Sized by `npm run bench:node` (docs/operations.md#sizing): the
-        // request covers a quiet sidecar's working set (18.4 MiB) with 30% to
-        // spare; the limit is twice the working set at full flood (48.2 MiB),
-        // which also holds the node binary's page cache (~45 MiB) for the
-        // sidecar that is the first on its node to run the image.
+        // request is a quiet sidecar's working set (15.2 MiB) with ~60% to
+        // spare for the heap it keeps after shipping more; the limit is twice
+        // the working set at full flood (45.0 MiB), which also holds the node
+        // binary's page cache (~43 MiB) for the sidecar that is the first on
+        // its node to run the image.
         resources: z
           .object({ requests: resourceList.optional(), limits: resourceList.optional() })
           .strict()
