@@ -44,7 +44,7 @@ const DEFAULT_GRACE_SECONDS = 30;
  * The real kubelet starts the container after a sidecar in a later sync: a
  * relist has to see the sidecar running, then the runtime creates and starts
  * the next container (runc). On the real node of test/harness/node a sidecar
- * was never signalled sooner than 0.25 s after its start, even for a Job done
+ * was never signalled sooner than 0.2 s after its start, even for a Job done
  * within milliseconds (test/node/early-sigterm.test.ts); a test kubelet that
  * started the next container at once would signal a sidecar faster than any
  * node can.
