@@ -1,75 +1,11 @@
-// Sidecar entry point: `--help`, configuration from the env contract, then the
-// pipeline until SIGTERM, then the drain and one summary line.
-import { ConfigError, loadConfig, usage } from './config.ts';
-import { log } from './log.ts';
-import { ENV } from '../src/contract/env.ts';
-import { exitCodeOf, forcedExitCode } from './outcome.ts';
-import { Pipeline } from './pipeline.ts';
-import { markStarted, waitStarted } from './started.ts';
+// Sidecar entry point. Only the signal latch is loaded before the SIGTERM
+// handler goes in; the configuration, the pipeline and the sinks follow
+// through a dynamic import, so the window in which a SIGTERM could be lost is
+// Node's own boot (see signals.ts). `--help` and `--wait-started` are not the
+// sidecar's run and install nothing.
+import { catchSignals } from './signals.ts';
 
-// A Job whose podFailurePolicy could match the sidecar's exit code gets one from
-// the webhook that none of its rules matches: every non-zero exit uses it then,
-// crashes included, and the reason stays in the log line.
-const forced = forcedExitCode(process.env, ENV.FAILURE_EXIT_CODE.name);
-const exitWith = (code: number): never => process.exit(code === 0 || forced === undefined ? code : forced);
-
-function fail(message: string, code = 2): never {
-  log.error(message);
-  return exitWith(code);
-}
-
-async function main(argv: readonly string[]): Promise<void> {
-  if (argv.includes('--help') || argv.includes('-h')) {
-    process.stdout.write(usage());
-    return;
-  }
-  if (argv[0] === '--wait-started') {
-    const ok = await waitStarted(process.env);
-    if (!ok) log.warn('the sidecar did not report started in time; letting the pod go on');
-    return;
-  }
-  if (argv.length > 0) fail(`unknown argument '${argv[0]}'; all settings come from the environment, see --help`);
-  // The handler goes in before start-up: a SIGTERM that arrives while the
-  // sidecar is still starting must drain too, not kill it mid-way.
-  let pipeline: Pipeline | undefined;
-  let signalled = false;
-  const drainAndExit = (p: Pipeline): void => {
-    p.drain().then(
-      (summary) => {
-        log.info('summary', { ...summary });
-        process.exit(exitCodeOf(summary.outcome, p.config.failureExitCode));
-      },
-      (err: unknown) => {
-        log.error('drain failed', { error: err });
-        exitWith(1);
-      },
-    );
-  };
-  const onSignal = (signal: NodeJS.Signals): void => {
-    // The kubelet kills us at the end of the grace period anyway; a second signal changes nothing.
-    if (signalled) return;
-    signalled = true;
-    log.info('signal received, draining', { signal });
-    if (pipeline) drainAndExit(pipeline);
-  };
-  if (forced !== undefined) {
-    process.on('uncaughtException', (err) => fail(`uncaught error: ${err.stack ?? err.message}`, 1));
-    process.on('unhandledRejection', (err) => fail(`unhandled rejection: ${String(err)}`, 1));
-  }
-  process.on('SIGTERM', onSignal);
-  process.on('SIGINT', onSignal);
-  markStarted(process.env);
-  try {
-    const cfg = loadConfig(process.env);
-    log.setLevel(cfg.logLevel);
-    const p = new Pipeline(cfg);
-    await p.start();
-    pipeline = p;
-  } catch (err) {
-    if (err instanceof ConfigError) fail(err.message);
-    fail(`start-up failed: ${(err as Error).message}`, 1);
-  }
-  if (signalled) drainAndExit(pipeline);
-}
-
-await main(process.argv.slice(2));
+const argv = process.argv.slice(2);
+const handlerAtMs = argv.length === 0 ? catchSignals() : undefined;
+const { main } = await import('./run.ts');
+await main(argv, handlerAtMs);

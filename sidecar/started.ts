@@ -1,10 +1,13 @@
-// The start-up handshake with the kubelet. The webhook gives the sidecar a
-// postStart hook (`--wait-started`), and the kubelet starts the pod's next
-// container only once that hook returns. The sidecar writes its marker as soon
-// as its SIGTERM handler is in place, so a Job that is done within
-// milliseconds cannot have its sidecar killed before it can drain. A marker
-// left by an earlier run of a restarted sidecar only lets the hook return
-// early, and by then the pod's other containers are running anyway.
+// The start-up handshake with the kubelet, for pods that share a PID
+// namespace (src/core/inject.ts, needsStartedHook): there the sidecar is not
+// PID 1 of its container, and a SIGTERM before its handler is in place would
+// kill it. The webhook gives such a sidecar a postStart hook
+// (`--wait-started`), and the kubelet starts the pod's next container only
+// once that hook returns. The sidecar writes its marker as soon as its SIGTERM
+// handler is in place, so a Job that is done within milliseconds cannot have
+// its sidecar killed before it can drain. A marker left by an earlier run of a
+// restarted sidecar only lets the hook return early, and by then the pod's
+// other containers are running anyway.
 import { existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ENV } from '../src/contract/env.ts';

@@ -12,16 +12,18 @@ export function bareId(containerId: string | undefined): string {
 }
 
 /**
- * When containerd started the container, in epoch milliseconds: the CRI
- * plugin's status record, `<root>/io.containerd.grpc.v1.cri/containers/<id>/status`
- * (`{"Version":"v1","StartedAt":<unix ns>,…}` in containerd 2.2).
+ * When containerd created and started the container, in epoch milliseconds:
+ * the CRI plugin's status record, `<root>/io.containerd.grpc.v1.cri/containers/<id>/status`
+ * (`{"Version":"v1","CreatedAt":<unix ns>,"StartedAt":<unix ns>,…}` in containerd 2.2).
  */
-export function criStartedAtMs(containerdRoot: string, id: string): number {
+export function criTimesMs(containerdRoot: string, id: string): { createdAt: number; startedAt: number } {
   const path = join(containerdRoot, 'io.containerd.grpc.v1.cri', 'containers', id, 'status');
-  const record = JSON.parse(readFileSync(path, 'utf8')) as { Version?: string; StartedAt?: number };
-  const ns = record.StartedAt;
-  if (record.Version !== 'v1' || typeof ns !== 'number' || ns <= 0) throw new Error(`${path}: no StartedAt in ${JSON.stringify(record).slice(0, 300)}`);
-  return ns / 1e6;
+  const record = JSON.parse(readFileSync(path, 'utf8')) as { Version?: string; CreatedAt?: number; StartedAt?: number };
+  const { CreatedAt: created, StartedAt: started } = record;
+  if (record.Version !== 'v1' || typeof started !== 'number' || started <= 0 || typeof created !== 'number' || created <= 0) {
+    throw new Error(`${path}: no CreatedAt/StartedAt in ${JSON.stringify(record).slice(0, 300)}`);
+  }
+  return { createdAt: created / 1e6, startedAt: started / 1e6 };
 }
 
 /** The container's cgroup in the v1 memory hierarchy: a directory named by its ID somewhere under the node's cgroupRoot. */
@@ -48,8 +50,19 @@ export function findMemoryCgroup(cgroupRoot: string, id: string): string | undef
 }
 
 export interface MemorySample {
+  /**
+   * The working set, memory.usage_in_bytes − memory.stat total_inactive_file,
+   * as the kubelet computes it (cAdvisor): what `kubectl top` shows, what
+   * eviction weighs and, with the inactive page cache that the kernel
+   * reclaims first, what the memory limit is enforced against.
+   */
+  workingSet: number;
   /** memory.stat total_rss: anonymous memory, page cache excluded. */
   rss: number;
+  /** memory.stat total_cache: page cache charged to the cgroup, active or not. */
+  cache: number;
+  /** memory.stat total_mapped_file: the part of that cache mapped by the cgroup's processes (the node binary's text, mostly). */
+  mappedFile: number;
   /** memory.usage_in_bytes − memory.stat total_cache. */
   usageNoCache: number;
   usage: number;
@@ -89,7 +102,18 @@ export function readMemory(cgroup: string): MemorySample | undefined {
     );
     const usage = Number(readFileSync(join(cgroup, 'memory.usage_in_bytes'), 'utf8'));
     const maxUsage = Number(readFileSync(join(cgroup, 'memory.max_usage_in_bytes'), 'utf8'));
-    return { rss: stat.get('total_rss') ?? NaN, usageNoCache: usage - (stat.get('total_cache') ?? 0), usage, maxUsage, procRss: procRss(cgroup) };
+    const inactiveFile = stat.get('total_inactive_file') ?? NaN;
+    return {
+      // As cAdvisor: never below zero.
+      workingSet: Math.max(0, usage - inactiveFile),
+      rss: stat.get('total_rss') ?? NaN,
+      cache: stat.get('total_cache') ?? NaN,
+      mappedFile: stat.get('total_mapped_file') ?? NaN,
+      usageNoCache: usage - (stat.get('total_cache') ?? 0),
+      usage,
+      maxUsage,
+      procRss: procRss(cgroup),
+    };
   } catch {
     return undefined; // the container exited and its cgroup went
   }

@@ -70,13 +70,21 @@ const configSchema = z
         // let in-flight records die young (a fifth less CPU than 1 MiB); compiling
         // on the main thread keeps compiler memory out of extra malloc arenas.
         args: z.array(z.string()).default(['--max-semi-space-size=4', '--max-old-space-size=48', '--no-concurrent-recompilation', '/app/sidecar.mjs']),
-        // postStart hook: the kubelet starts the Job's containers only after it returns.
+        // postStart hook, given only to a pod that shares a PID namespace (see
+        // needsStartedHook in inject.ts): the kubelet starts the Job's
+        // containers only after it returns.
         startedCommand: z.array(z.string()).default(['/nodejs/bin/node', '/app/sidecar.mjs', '--wait-started']),
         runAsUser: z.number().int().min(1).default(65532),
+        // Sized by `npm run bench:node` (docs/operations.md#sizing): the
+        // request is a quiet sidecar's working set (15.2 MiB) with ~60% to
+        // spare for the heap it keeps after shipping more; the limit is twice
+        // the working set at full flood (45.0 MiB), which also holds the node
+        // binary's page cache (~43 MiB) for the sidecar that is the first on
+        // its node to run the image.
         resources: z
           .object({ requests: resourceList.optional(), limits: resourceList.optional() })
           .strict()
-          .default({ requests: { cpu: '10m', memory: '32Mi' }, limits: { memory: '128Mi' } }),
+          .default({ requests: { cpu: '10m', memory: '24Mi' }, limits: { memory: '96Mi' } }),
         stateSizeLimit: z.string().default('64Mi'),
         // node mode: the kubelet's podLogsDir on the node (its default). A
         // kubelet configured elsewhere needs this, or the hostPath check fails

@@ -88,10 +88,7 @@ export function inject({ job: input, settings, mode, ttlSecondsAfterFinished, co
     imagePullPolicy: config.sidecar.imagePullPolicy,
     args: [...config.sidecar.args],
     restartPolicy: 'Always',
-    // The kubelet starts the next container only when this hook returns, and the
-    // sidecar lets it return once its SIGTERM handler is in place: a Job that
-    // finishes at once still gets its logs drained.
-    ...(config.sidecar.startedCommand.length > 0 ? { lifecycle: { postStart: { exec: { command: [...config.sidecar.startedCommand] } } } } : {}),
+    ...(needsStartedHook(pod) && config.sidecar.startedCommand.length > 0 ? { lifecycle: { postStart: { exec: { command: [...config.sidecar.startedCommand] } } } } : {}),
     env,
     resources: copyResources(config.sidecar.resources),
     securityContext: {
@@ -169,6 +166,24 @@ export function inject({ job: input, settings, mode, ttlSecondsAfterFinished, co
     if (url !== undefined) job.metadata.annotations[ANNOTATIONS.logsUrl] = url;
   }
   return { job, warnings };
+}
+
+/**
+ * Whether the sidecar needs the postStart handshake: the kubelet starts the
+ * next container only once the hook returns, and the sidecar lets it return
+ * once its SIGTERM handler is in place. The hook costs a Job ~0.1-0.2 s of
+ * start delay (an exec in the container, docs/operations.md), so it is given
+ * only where it protects something. The sidecar is PID 1 of its container
+ * unless the pod shares a PID namespace; the kernel does not deliver a signal
+ * to a namespace's init that has no handler for it, so a SIGTERM that came
+ * before the handler would not kill the sidecar, and the handler goes in first
+ * thing, well before the kubelet can have started, reaped and signalled for a
+ * main container (sidecar/signals.ts). In a shared or the host's PID
+ * namespace an early SIGTERM kills the sidecar before it drained: there the
+ * hook stays.
+ */
+export function needsStartedHook(pod: PodSpec): boolean {
+  return pod.shareProcessNamespace === true || pod.hostPID === true;
 }
 
 function copyResources(r: Config['sidecar']['resources']): Obj {

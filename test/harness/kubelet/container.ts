@@ -3,6 +3,7 @@
  * stdout and stderr become CRI lines through the kubelet-exact log writer.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { constants } from 'node:os';
 import type { ContainerLogWriter, Stream } from '../../support/kubelet-log-writer.ts';
 import { trackGroup } from '../../support/process.ts';
@@ -22,6 +23,12 @@ export interface StartSpec {
   env: Record<string, string>;
   cwd: string;
   log: ContainerLogWriter;
+  /**
+   * Signals as to a PID namespace's init: dropped unless the process has a
+   * handler for them (SIGKILL aside), as the kernel does for a container's
+   * PID 1 in a pod that does not share its PID namespace.
+   */
+  init?: boolean;
   /** Lines of output kept in memory, for tests that read a container's last words after its pod is gone. */
   keepLines?: number;
 }
@@ -80,6 +87,7 @@ export class ContainerInstance {
   /** A signal to the main process, as the runtime sends it to the container's PID 1. */
   signal(sig: NodeJS.Signals): void {
     if (this.exited) return;
+    if (this.spec.init && sig !== 'SIGKILL' && !catches(this.child.pid, sig)) return;
     try {
       this.child.kill(sig);
     } catch {
@@ -131,5 +139,16 @@ export class ContainerInstance {
       if (pending.length > 0) write(pending);
       pending = Buffer.alloc(0);
     });
+  }
+}
+
+/** Whether the process has a handler for the signal: its bit in /proc/<pid>/status SigCgt (Linux). */
+function catches(pid: number | undefined, sig: NodeJS.Signals): boolean {
+  if (pid === undefined) return false;
+  try {
+    const mask = /^SigCgt:\s*([0-9a-f]+)$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+    return mask !== undefined && ((BigInt(`0x${mask}`) >> BigInt(constants.signals[sig] - 1)) & 1n) === 1n;
+  } catch {
+    return false; // gone meanwhile
   }
 }

@@ -40,6 +40,16 @@ export interface WorkerContext {
 }
 
 const DEFAULT_GRACE_SECONDS = 30;
+/**
+ * The real kubelet starts the container after a sidecar in a later sync: a
+ * relist has to see the sidecar running, then the runtime creates and starts
+ * the next container (runc). On the real node of test/harness/node a sidecar
+ * was never signalled sooner than 0.2 s after its start, even for a Job done
+ * within milliseconds (test/node/early-sigterm.test.ts); a test kubelet that
+ * started the next container at once would signal a sidecar faster than any
+ * node can.
+ */
+const NEXT_CONTAINER_AFTER_SIDECAR_MS = 200;
 
 export class PodWorker {
   readonly uid: string;
@@ -232,6 +242,7 @@ export class PodWorker {
         const isStarted = new Promise<void>((r) => (started = r));
         sidecarLoops.push(this.keepRunning(c, rec, started));
         await isStarted;
+        await this.sleep(NEXT_CONTAINER_AFTER_SIDECAR_MS);
         continue;
       }
       for (;;) {
@@ -433,6 +444,10 @@ export class PodWorker {
       env: { PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin', HOSTNAME: this.name, HOME: cwd, ...prepared.env },
       cwd,
       log: writer,
+      // Only sidecars get init's signal rule: the jobharvest sidecar relies on
+      // it when it has no start-up handshake (src/core/inject.ts), and main
+      // containers keep dying on SIGTERM at once, as the scenarios expect.
+      init: rec.kind === 'sidecar' && this.pod.spec?.shareProcessNamespace !== true && this.pod.spec?.hostPID !== true,
     });
     this.instances.set(c.name, inst);
     rec.started(inst.startedAt);

@@ -1,0 +1,74 @@
+// The sidecar's run, loaded by the entry point (main.ts) once the SIGTERM latch
+// is in place: `--help`, configuration from the env contract, then the
+// pipeline until SIGTERM, then the drain and one summary line.
+import { ConfigError, loadConfig, usage } from './config.ts';
+import { log } from './log.ts';
+import { ENV } from '../src/contract/env.ts';
+import { exitCodeOf, forcedExitCode } from './outcome.ts';
+import { Pipeline } from './pipeline.ts';
+import { whenSignalled } from './signals.ts';
+import { markStarted, waitStarted } from './started.ts';
+
+// A Job whose podFailurePolicy could match the sidecar's exit code gets one from
+// the webhook that none of its rules matches: every non-zero exit uses it then,
+// crashes included, and the reason stays in the log line.
+const forced = forcedExitCode(process.env, ENV.FAILURE_EXIT_CODE.name);
+const exitWith = (code: number): never => process.exit(code === 0 || forced === undefined ? code : forced);
+
+function fail(message: string, code = 2): never {
+  log.error(message);
+  return exitWith(code);
+}
+
+/** `handlerAtMs`: when main.ts installed the signal latch, in ms since the process started (unset for `--help` and `--wait-started`). */
+export async function main(argv: readonly string[], handlerAtMs?: number): Promise<void> {
+  if (argv.includes('--help') || argv.includes('-h')) {
+    process.stdout.write(usage());
+    return;
+  }
+  if (argv[0] === '--wait-started') {
+    const ok = await waitStarted(process.env);
+    if (!ok) log.warn('the sidecar did not report started in time; letting the pod go on');
+    return;
+  }
+  if (argv.length > 0) fail(`unknown argument '${argv[0]}'; all settings come from the environment, see --help`);
+  // The latch went in before this module loaded: a SIGTERM that arrives while
+  // the sidecar is still starting must drain too, not kill it mid-way.
+  let pipeline: Pipeline | undefined;
+  let signalled = false;
+  const drainAndExit = (p: Pipeline): void => {
+    p.drain().then(
+      (summary) => {
+        log.info('summary', { ...summary });
+        process.exit(exitCodeOf(summary.outcome, p.config.failureExitCode));
+      },
+      (err: unknown) => {
+        log.error('drain failed', { error: err });
+        exitWith(1);
+      },
+    );
+  };
+  if (forced !== undefined) {
+    process.on('uncaughtException', (err) => fail(`uncaught error: ${err.stack ?? err.message}`, 1));
+    process.on('unhandledRejection', (err) => fail(`unhandled rejection: ${String(err)}`, 1));
+  }
+  // How close a SIGTERM came to the process's start, against when the handler
+  // was there to catch it: the margin the missing postStart handshake relies on.
+  whenSignalled((signal, atMs) => {
+    signalled = true;
+    log.info('signal received, draining', { signal, sinceStartMs: Math.round(atMs), handlerSinceStartMs: handlerAtMs === undefined ? undefined : Math.round(handlerAtMs) });
+    if (pipeline) drainAndExit(pipeline);
+  });
+  markStarted(process.env);
+  try {
+    const cfg = loadConfig(process.env);
+    log.setLevel(cfg.logLevel);
+    const p = new Pipeline(cfg);
+    await p.start();
+    pipeline = p;
+  } catch (err) {
+    if (err instanceof ConfigError) fail(err.message);
+    fail(`start-up failed: ${(err as Error).message}`, 1);
+  }
+  if (signalled) drainAndExit(pipeline);
+}
