@@ -283,7 +283,7 @@ export class Pipeline {
       done = [...new Set([...done, ...runs.map(([c, r]) => `${c}/${r}`)])];
       runs = [];
     }
-    const counts = { state, mode: this.config.mode, sink: this.config.sink, shipped: s.linesShipped, unsent: s.linesUnsent, dead_lettered: s.linesDeadLettered };
+    const counts = { state, mode: this.config.mode, sink: this.config.sink, shipped: s.linesShipped, unsent: s.linesUnsent, dead_lettered: s.linesDeadLettered, resume_gaps: s.resumeGaps };
     this.termination.write(encodeTermination(counts, runs, done));
   }
 }

@@ -2,7 +2,7 @@
 // server: discovery of containers and restarts from the pod watch, resume
 // after a cut and after a sidecar restart, done only after termination, and
 // the service-account token read again when it rotates.
-import { cp, readFile } from 'node:fs/promises';
+import { cp, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -12,6 +12,7 @@ import { CHECKPOINT_FILE } from '../delivery/checkpoint.ts';
 import { ConfigError, loadConfig } from '../config.ts';
 import { log } from '../log.ts';
 import { Pipeline } from '../pipeline.ts';
+import { decodeTermination } from '../termination.ts';
 import { FakeKube, type LogLine } from './fake-kube.ts';
 import { NdjsonReceiver, type Doc } from './ndjson-receiver.ts';
 import { testConfig, tmpDir } from './helpers.ts';
@@ -43,6 +44,13 @@ const names = (prefix: string, from: number, to: number) => Array.from({ length:
 /** Line number from the id (`<prefix>-<line>`): batches in flight together may be stored in any order. */
 const lineOf = (d: Doc) => Number(d.id.slice(d.id.lastIndexOf('-') + 1));
 const messages = (docs: Doc[]) => [...docs].sort((a, b) => lineOf(a) - lineOf(b)).map((d) => d.message);
+
+/** The kubelet creates the termination message file before the container starts; the sidecar only writes into it. */
+async function emptyTerminationLog(): Promise<string> {
+  const file = path.join(await tmpDir(), 'termination-log');
+  await writeFile(file, '');
+  return file;
+}
 
 async function waitFor(cond: () => boolean, what: string, ms = 10_000): Promise<void> {
   const until = Date.now() + ms;
@@ -253,12 +261,13 @@ describe('api mode: resuming past a kubelet rotation', () => {
     return { t, open: () => void (held = false), refused };
   }
 
-  it('counts a gap when the run was rotated while its stream was cut, and warns; the outcome is incomplete', async () => {
+  it('counts a gap when the run was rotated while its stream was cut, and warns; the outcome is incomplete, and the termination message carries the count', async () => {
     const seen = warnings();
     const { t, open, refused } = await cutAndHold(100);
     t.kube.run('main', 0);
     t.kube.append('main', 0, lines('main', 0, 150, 4));
-    const p = await t.start();
+    const terminationLog = await emptyTerminationLog();
+    const p = await t.start({ JOBHARVEST_TERMINATION_LOG: terminationLog });
     await waitFor(() => t.sink.accepted.length >= 100 && refused() >= 2, 'the cut, and a refused reconnection');
     // While no stream is open: more lines, then the kubelet rotates and the
     // runtime writes on into a new file.
@@ -273,6 +282,7 @@ describe('api mode: resuming past a kubelet rotation', () => {
     expect({ outcome: summary.outcome, resume_gaps: summary.resume_gaps, lines_read: summary.lines_read }).toEqual({ outcome: 'incomplete', resume_gaps: 1, lines_read: 200 });
     expect(seen.filter((m) => m.startsWith('resumed a container log past a rotation'))).toHaveLength(1);
     expect(p.stats.resumeGaps).toBe(1);
+    expect(decodeTermination(await readFile(terminationLog, 'utf8'))).toMatchObject({ state: 'incomplete', resume_gaps: 1 });
   });
 
   it('counts a gap when the run was rotated during the cut and ended with nothing in the new file', async () => {
@@ -294,7 +304,8 @@ describe('api mode: resuming past a kubelet rotation', () => {
     const t = await setup({ main: ['main'] });
     t.kube.run('main', 0);
     t.kube.append('main', 0, lines('main', 0, 100, 4));
-    const p = await t.start();
+    const terminationLog = await emptyTerminationLog();
+    const p = await t.start({ JOBHARVEST_TERMINATION_LOG: terminationLog });
     await waitFor(() => t.sink.accepted.length >= 100, 'every line');
     // The current file is empty now; the followed stream ends with the run,
     // and the closing request (from the second of the last line) gets nothing.
@@ -304,6 +315,9 @@ describe('api mode: resuming past a kubelet rotation', () => {
     expect(messages(t.sink.accepted)).toEqual(names('main', 0, 100));
     expect(t.kube.logRequests.filter((q) => q.container === 'main' && !q.follow).length, 'the closing request was made').toBeGreaterThan(0);
     expect({ outcome: summary.outcome, resume_gaps: summary.resume_gaps }).toEqual({ outcome: 'complete', resume_gaps: 0 });
+    const message = decodeTermination(await readFile(terminationLog, 'utf8'));
+    expect(message?.state).toBe('complete');
+    expect(message && 'resume_gaps' in message, 'no count when there is no gap').toBe(false);
     expect(seen.filter((m) => m.startsWith('resumed a container log past a rotation'))).toEqual([]);
   });
 

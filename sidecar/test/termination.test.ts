@@ -70,6 +70,29 @@ describe('termination message encoding', () => {
     expect(m.done.length + m.cut!).toBe(600);
   });
 
+  it('carries resume gaps when there are any, and leaves the field out otherwise', () => {
+    const withGaps = encodeTermination({ ...counts, resume_gaps: 3 }, [], ['main/0']);
+    expect(decodeTermination(withGaps)?.resume_gaps).toBe(3);
+    for (const none of [counts, { ...counts, resume_gaps: 0 }]) {
+      const text = encodeTermination(none, [], ['main/0']);
+      expect(text).not.toContain('resume_gaps');
+      expect(decodeTermination(text)?.resume_gaps).toBeUndefined();
+    }
+  });
+
+  it('keeps the resume gaps when positions have to be cut to fit', () => {
+    const runs: RunPosition[] = Array.from({ length: 200 }, (_, i) => [`container-${i}`, 0, TS(i), 1]);
+    const m = decodeTermination(encodeTermination({ ...counts, resume_gaps: 7 }, runs, []))!;
+    expect(m.cut).toBeGreaterThan(0);
+    expect(m.resume_gaps).toBe(7);
+  });
+
+  it('reads a message of an older sidecar without resume gaps as before, and rejects a count that is not a number', () => {
+    const older = '{"v":1,"state":"complete","mode":"api","sink":"loki","shipped":5,"unsent":0,"dead_lettered":0,"runs":[],"done":["main/0"]}';
+    expect(decodeTermination(older)).toEqual({ v: 1, state: 'complete', mode: 'api', sink: 'loki', shipped: 5, unsent: 0, dead_lettered: 0, runs: [], done: ['main/0'] });
+    expect(decodeTermination(older.replace('"runs"', '"resume_gaps":"2","runs"'))).toBeUndefined();
+  });
+
   it('rejects text that is not a message of this version, and reads only the first line', () => {
     expect(decodeTermination(undefined)).toBeUndefined();
     expect(decodeTermination('')).toBeUndefined();

@@ -31,6 +31,12 @@ export interface TerminationMessage {
   readonly shipped: number;
   readonly unsent: number;
   readonly dead_lettered: number;
+  /**
+   * api mode: log streams resumed past a kubelet rotation; lines in the rotated
+   * files may be lost, their number unknown. Only written when not 0: older
+   * messages have no such field and mean 0.
+   */
+  readonly resume_gaps?: number;
   /** Runs not fully delivered, with the position to resume from. */
   readonly runs: readonly RunPosition[];
   /** Runs fully delivered, as `container/restart`. */
@@ -46,6 +52,7 @@ export interface TerminationCounts {
   readonly shipped: number;
   readonly unsent: number;
   readonly dead_lettered: number;
+  readonly resume_gaps?: number;
 }
 
 /**
@@ -55,9 +62,12 @@ export interface TerminationCounts {
  * the counts always stay. `cut` says how many entries were left out.
  */
 export function encodeTermination(counts: TerminationCounts, runs: readonly RunPosition[], done: readonly string[], max = TERMINATION_MESSAGE_MAX_BYTES): string {
+  // Left out when 0, so the budget goes to positions; a reader takes a missing count as 0.
+  const { resume_gaps: gaps, ...rest } = counts;
+  const fixed = gaps !== undefined && gaps > 0 ? { ...rest, resume_gaps: gaps } : rest;
   const build = (r: readonly RunPosition[], d: readonly string[]): string => {
     const cut = runs.length - r.length + done.length - d.length;
-    const m: TerminationMessage = { v: TERMINATION_VERSION, ...counts, runs: r, done: d, ...(cut > 0 ? { cut } : {}) };
+    const m: TerminationMessage = { v: TERMINATION_VERSION, ...fixed, runs: r, done: d, ...(cut > 0 ? { cut } : {}) };
     return JSON.stringify(m) + '\n';
   };
   const fits = (s: string): boolean => Buffer.byteLength(s) <= max;
@@ -99,6 +109,7 @@ export function decodeTermination(text: string | undefined): TerminationMessage 
   const o = m as Partial<TerminationMessage>;
   if (o.v !== TERMINATION_VERSION || !Array.isArray(o.runs) || !Array.isArray(o.done)) return undefined;
   if (typeof o.shipped !== 'number' || typeof o.unsent !== 'number' || typeof o.dead_lettered !== 'number') return undefined;
+  if (o.resume_gaps !== undefined && typeof o.resume_gaps !== 'number') return undefined;
   return o as TerminationMessage;
 }
 

@@ -35,6 +35,12 @@ export interface Delivery {
   readonly unaccounted: number;
   /** Lines the harvester shipped after the sidecar (included in `shipped`). */
   readonly harvested?: number;
+  /**
+   * api mode: log streams the sidecars resumed past a kubelet rotation. The
+   * lines in between went into rotated files that pods/log does not serve, so
+   * neither the sidecar nor a harvest can ship them, and their number is unknown.
+   */
+  readonly resume_gaps?: number;
 }
 
 export interface JobEvent {
@@ -120,7 +126,14 @@ export function deliveryOf(sink: string, pods: readonly PodOutcome[]): Delivery 
       else lost += o.message.unsent;
     } else if (o.kind !== 'running') unaccounted++;
   }
-  return { sink, pods: pods.length, shipped, lost, unaccounted };
+  return withResumeGaps({ sink, pods: pods.length, shipped, lost, unaccounted }, pods);
+}
+
+/** Adds the sidecars' resume gaps to a delivery; the field stays out when there are none. */
+export function withResumeGaps(d: Delivery, pods: readonly PodOutcome[]): Delivery {
+  let gaps = 0;
+  for (const p of pods) if (p.sidecar.kind === 'reported') gaps += p.sidecar.message.resume_gaps ?? 0;
+  return gaps > 0 ? { ...d, resume_gaps: gaps } : d;
 }
 
 const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
@@ -129,10 +142,12 @@ const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? o
 export function deliveryEvent(d: Delivery): JobEvent {
   const head = `${plural(d.shipped, 'line')} from ${plural(d.pods, 'pod')} shipped to ${d.sink}`;
   const harvested = d.harvested ? ` (${d.harvested} by the harvester)` : '';
-  if (d.lost === 0 && d.unaccounted === 0) return { type: 'Normal', reason: 'LogsShipped', message: `${head}${harvested}` };
+  const gaps = d.resume_gaps ?? 0;
+  if (d.lost === 0 && d.unaccounted === 0 && gaps === 0) return { type: 'Normal', reason: 'LogsShipped', message: `${head}${harvested}` };
   const parts: string[] = [];
   if (d.lost > 0) parts.push(`${plural(d.lost, 'line')} lost`);
   if (d.unaccounted > 0) parts.push(`${plural(d.unaccounted, 'pod')} without a delivery report (lines may be lost)`);
+  if (gaps > 0) parts.push(`${plural(gaps, 'resume gap')} (lines may have been lost to a log rotation while the log stream was cut)`);
   return { type: 'Warning', reason: 'LogsLost', message: `${head}${harvested}; ${parts.join(', ')}` };
 }
 

@@ -8,7 +8,7 @@
 // creating the Event. State lives in the annotation only, so a restarted
 // webhook picks up every finished Job not yet reported.
 import { BatchV1Api, CoreV1Api, makeInformer, PatchStrategy, setHeaderOptions, type CoreV1Event, type KubeConfig, type V1Job, type V1Pod } from '@kubernetes/client-node';
-import { DELIVERY_ANNOTATION, deliveryEvent, deliveryOf, encodeDelivery, injectionStatus, jobFinished, podDone, podOutcome, type Delivery, type PodOutcome } from '../harvester/report.ts';
+import { DELIVERY_ANNOTATION, deliveryEvent, deliveryOf, encodeDelivery, injectionStatus, jobFinished, podDone, podOutcome, withResumeGaps, type Delivery, type PodOutcome } from '../harvester/report.ts';
 import type { TerminationMessage } from '../contract/termination.ts';
 import { finishedAt, needsHarvest } from '../harvester/report.ts';
 import { holdDeadline, holdOf, holdPatch, releasePatch, type Hold } from '../harvester/hold.ts';
@@ -206,7 +206,7 @@ export async function startDeliveryController(kc: KubeConfig, opts: DeliveryCont
         log('warn', 'could not harvest a pod; its missing lines are unaccounted', { namespace: p.namespace, job: p.name, pod: pods[i]!.metadata?.name, error: messageOf(err) });
       }
     }
-    const delivery: Delivery = { sink, pods: pods.length, shipped, lost, unaccounted, harvested };
+    const delivery = withResumeGaps({ sink, pods: pods.length, shipped, lost, unaccounted, harvested }, outcomes);
     await release(p, hold, delivery);
   }
 

@@ -76,6 +76,29 @@ describe('delivery of a Job', () => {
     expect(deliveryEvent({ ...d, shipped: 1, harvested: 1 }).message).toBe('1 line from 1 pod shipped to loki (1 by the harvester)');
   });
 
+  it('resume gaps in a sidecar report make a warning that lines may have been lost to a rotation, with the count', () => {
+    const pods = [
+      podOutcome(pod('a', 'Succeeded', terminated(encodeTermination({ ...base, state: 'incomplete', mode: 'api', resume_gaps: 2 }, [], ['main/0']), 3)), 'jobharvest'),
+      podOutcome(pod('b', 'Succeeded', terminated(encodeTermination({ ...base, state: 'incomplete', mode: 'api', resume_gaps: 1 }, [], ['main/0']), 3)), 'jobharvest'),
+    ];
+    const d = deliveryOf('loki', pods);
+    expect(d).toEqual({ sink: 'loki', pods: 2, shipped: 4000, lost: 0, unaccounted: 0, resume_gaps: 3 });
+    expect(deliveryEvent(d)).toEqual({
+      type: 'Warning',
+      reason: 'LogsLost',
+      message: '4000 lines from 2 pods shipped to loki; 3 resume gaps (lines may have been lost to a log rotation while the log stream was cut)',
+    });
+    // pods/log does not serve rotated files: a harvest could not get those lines back.
+    for (const p of pods) expect(needsHarvest(p.sidecar)).toBe(false);
+  });
+
+  it('an older sidecar without resume gaps in its message still reports everything shipped', () => {
+    const older = '{"v":1,"state":"complete","mode":"api","sink":"loki","shipped":7,"unsent":0,"dead_lettered":0,"runs":[],"done":["main/0"]}';
+    const d = deliveryOf('loki', [podOutcome(pod('a', 'Succeeded', terminated(older)), 'jobharvest')]);
+    expect(d).toEqual({ sink: 'loki', pods: 1, shipped: 7, lost: 0, unaccounted: 0 });
+    expect(deliveryEvent(d)).toEqual({ type: 'Normal', reason: 'LogsShipped', message: '7 lines from 1 pod shipped to loki' });
+  });
+
   it('a Job is finished once Complete or Failed is True', () => {
     const job = (type: string, status: string): V1Job => ({ status: { conditions: [{ type, status }] } }) as V1Job;
     expect(jobFinished(job('Complete', 'True'))).toBe(true);

@@ -13,13 +13,26 @@ const P = 80;
 const F = 70;
 
 interface Pending {
+  /** Where the line began in this file: the checkpoint may not pass it until the line is shipped. */
   start: number;
+  /**
+   * The record's offset, for its id. A line carried over from a rotated file
+   * takes the offset of its first fragment in this file, which no other
+   * record of this file has.
+   */
+  offset: number | undefined;
   /** The first fragment's timestamp bytes (a copy). */
   ts: Buffer;
   parts: Buffer[];
   bytes: number;
   dropped: number;
   lineBytes: number;
+}
+
+/** P fragments of a rotated file whose rest the runtime wrote into the next file. */
+export interface Carried {
+  readonly stdout: Pending | undefined;
+  readonly stderr: Pending | undefined;
 }
 
 export interface DecoderStats {
@@ -65,9 +78,13 @@ export class CriDecoder implements LineHandler<LogRecord> {
   /**
    * The file is finished (released or drained): whatever is left, an
    * unterminated last line or P fragments without their F, is emitted too.
+   * With `keepFragments` (a rotated file, whose lines may go on in the next
+   * one), P fragments stay for handOver() or a later end(); returns whether
+   * any did.
    */
-  end(out: LogRecord[]): void {
+  end(out: LogRecord[], keepFragments = false): boolean {
     this.lines.end(out);
+    if (keepFragments && (this.pendingOut || this.pendingErr)) return true;
     const rest = [this.pendingOut, this.pendingErr].filter((p): p is Pending => p !== undefined).sort((a, b) => a.start - b.start);
     const streams = new Map<Pending, Stream>([
       ...(this.pendingOut ? [[this.pendingOut, 'stdout'] as const] : []),
@@ -76,6 +93,28 @@ export class CriDecoder implements LineHandler<LogRecord> {
     this.pendingOut = undefined;
     this.pendingErr = undefined;
     for (const p of rest) out.push(this.finish(p, streams.get(p)!, FLAG_INCOMPLETE, this.position));
+    return false;
+  }
+
+  /** Gives away the P fragments end() kept. */
+  handOver(): Carried {
+    const c = { stdout: this.pendingOut, stderr: this.pendingErr };
+    this.pendingOut = undefined;
+    this.pendingErr = undefined;
+    return c;
+  }
+
+  /**
+   * Takes the fragments a rotated file ended with as the beginning of this
+   * file's next line of each stream. Until those lines are complete, the
+   * checkpoint of this file stays where reading began, so that a restarted
+   * sidecar reads them here again after the rotated file's fragments.
+   */
+  adopt(c: Carried): void {
+    const at = this.position;
+    const move = (p: Pending | undefined): Pending | undefined => (p ? { ...p, start: at, offset: undefined } : undefined);
+    this.pendingOut = move(c.stdout);
+    this.pendingErr = move(c.stderr);
   }
 
   /** Bytes held back because they do not yet form a complete record. */
@@ -114,17 +153,19 @@ export class CriDecoder implements LineHandler<LogRecord> {
     const isOut = stream === 'stdout';
     const pending = isOut ? this.pendingOut : this.pendingErr;
     if (tag === P) {
-      const p = pending ?? { start, ts: Buffer.from(b.subarray(s, sp1)), parts: [], bytes: 0, dropped: 0, lineBytes: 0 };
+      const p = pending ?? { start, offset: start, ts: Buffer.from(b.subarray(s, sp1)), parts: [], bytes: 0, dropped: 0, lineBytes: 0 };
       if (!pending) {
         if (isOut) this.pendingOut = p;
         else this.pendingErr = p;
       }
+      p.offset ??= start;
       this.appendPart(p, b, msgStart, e);
       p.dropped += dropped;
       p.lineBytes += size;
       return;
     }
     if (pending) {
+      pending.offset ??= start;
       this.appendPart(pending, b, msgStart, e);
       pending.dropped += dropped;
       pending.lineBytes += size;
@@ -166,7 +207,8 @@ export class CriDecoder implements LineHandler<LogRecord> {
     } else {
       src = joined(p.ts, whole, whole.length);
     }
-    return CriRecord.of(this.file, p.start, stream, src, 0, p.ts.length, p.ts.length, src.length, p.lineBytes, safe, flags);
+    // A carried line that got nothing in this file: the file's end, where no other record starts.
+    return CriRecord.of(this.file, p.offset ?? this.position, stream, src, 0, p.ts.length, p.ts.length, src.length, p.lineBytes, safe, flags);
   }
 
   private malformed(b: Buffer, s: number, e: number, start: number, size: number, dropped: number, out: LogRecord[]): void {

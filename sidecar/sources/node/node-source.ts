@@ -14,12 +14,45 @@ import { fileKey, idPrefix, type LogRecord } from '../../records/record.ts';
 import { OPEN_LOG_FLAGS, SkippedSymlinks } from './symlinks.ts';
 import { UnreadableFiles } from './unreadable.ts';
 import { DONE, GzTail, IDLE, PlainTail, ReadBuffer, type FileState, type Release, type Step, type Tail, type TailOptions } from './tail.ts';
+import type { CriDecoder } from './cri.ts';
 
 /** Scans in a row a finished file must be absent before its checkpoint entry is dropped. */
 const PRUNE_AFTER_SCANS = 3;
 
 /** A file identity met for the first time, and where to start reading it; 'skip' when it is handled already. */
 type Identified = { readonly state: FileState; readonly start: number } | 'skip';
+
+/** A rotated file that ended in the middle of a line: its decoder holds the P fragments. */
+interface Carry {
+  readonly state: FileState;
+  readonly decoder: CriDecoder;
+  /** The rotated file's age (see NodeSource.age): only a newer file takes the fragments. */
+  readonly age: Age;
+}
+
+interface Age {
+  readonly rank: number;
+  readonly time: string;
+}
+
+/**
+ * A rotated file whose last fragments the next file of the run took: the
+ * rotated file counts as delivered to its end only once those lines are
+ * acknowledged (the next file's checkpoint has passed `after`) and so is
+ * everything of its own.
+ */
+interface Link {
+  readonly from: FileState;
+  readonly to: FileState;
+  readonly after: number;
+}
+
+const runOf = (t: { readonly container: string; readonly restart: number }): string => `${t.container}/${t.restart}`;
+
+function compareAge(a: Age, b: Age): number {
+  if (a.rank !== b.rank) return a.rank - b.rank;
+  return a.time < b.time ? -1 : a.time > b.time ? 1 : 0;
+}
 
 export type LogFileKind = 'live' | 'rotated' | 'gz';
 
@@ -57,6 +90,13 @@ export class NodeSource implements LogSource {
   private scans = 0;
   private readonly symlinks: SkippedSymlinks;
   private readonly unreadable: UnreadableFiles;
+  /** Per run (`container/restart`), the (device:inode) id of `<restart>.log` when last seen. */
+  private readonly live = new Map<string, string>();
+  /** Per run, the fragments of a rotated file that the run's next file has not taken yet. */
+  private readonly carries = new Map<string, Carry>();
+  private readonly links: Link[] = [];
+  /** Tails added by a scan that has not finished their directory: the files of a run are read in order, so all must be known. */
+  private readonly unready = new Set<Tail>();
 
   constructor(private readonly opts: SourceOptions) {
     const cfg = opts.config;
@@ -140,7 +180,7 @@ export class NodeSource implements LogSource {
       fingerprint: fp,
       key,
       idPrefix: idPrefix(this.opts.config.identity.podUid, container, restart, fp),
-      progress: new FileProgress<LogRecord>(entry?.offset ?? 0, () => this.opts.onProgress()),
+      progress: new FileProgress<LogRecord>(entry?.offset ?? 0, () => this.advanced()),
     };
     const state: FileState = { meta, released: entry?.done ?? false, complete: entry?.done ?? false, end: entry?.offset ?? 0, missing: 0, ...(entry?.ts !== undefined ? { resumeTs: entry.ts } : {}) };
     this.states.set(key, state);
@@ -160,26 +200,108 @@ export class NodeSource implements LogSource {
   }
 
   private async step(t: Tail): Promise<Step> {
+    if (this.waiting(t)) return IDLE;
     if (t instanceof PlainTail && !t.started) {
       const r = await this.begin(t);
       if (r === 'skip') return DONE;
       if (!r) return this.final ? DONE : IDLE;
     }
+    const carry = this.carries.get(runOf(t));
+    if (carry && t.state && compareAge(carry.age, this.age(t)) < 0) await this.handOver(carry, t);
     const step = await t.step(this.final);
     if (step.records.length > 0 || step.bytes > 0) {
       this.opts.stats.bytesRead += step.bytes;
       await this.opts.emit(step.records);
     }
-    if (step.released) this.release(step.released);
+    if (step.released) await this.release(step.released, t);
     return step;
   }
 
-  private release({ state, end, complete }: Release): void {
+  private async release({ state, end, complete, fragments }: Release, t: Tail): Promise<void> {
     state.released = true;
     state.complete = complete;
     state.end = end;
     this.opts.stats.filesReleased++;
+    if (fragments) {
+      // Only the file read right before could have left one, and the run's next file takes it first.
+      const run = runOf(t);
+      const before = this.carries.get(run);
+      if (before) await this.endCarry(run, before);
+      this.carries.set(run, { state, decoder: fragments, age: this.age(t) });
+    }
     this.opts.onProgress();
+  }
+
+  /**
+   * The runtime reopened the log in the middle of a line: the rotated file
+   * ends with P fragments, and the line goes on in the run's next file. That
+   * file takes them, so the line is shipped once and whole.
+   */
+  private async handOver(carry: Carry, t: Tail): Promise<void> {
+    const run = runOf(t);
+    const r = t.adopt(carry.decoder);
+    if (r === 'late') {
+      // Not expected (the files of a run are read in order); as before, the fragments go out on their own.
+      await this.endCarry(run, carry);
+      return;
+    }
+    this.carries.delete(run);
+    // `resumed`: the lines went out with the next file's first records before a restart.
+    this.links.push({ from: carry.state, to: t.state!, after: r === 'adopted' ? 0 : -1 });
+    this.settleLinks();
+  }
+
+  /** No next file took them: the fragments are shipped as they are, as incomplete lines. */
+  private async endCarry(run: string, carry: Carry): Promise<void> {
+    this.carries.delete(run);
+    const records: LogRecord[] = [];
+    carry.decoder.end(records);
+    if (records.length > 0) await this.opts.emit(records);
+  }
+
+  private advanced(): void {
+    if (this.links.length > 0) this.settleLinks();
+    this.opts.onProgress();
+  }
+
+  private settleLinks(): void {
+    for (let i = this.links.length - 1; i >= 0; i--) {
+      const { from, to, after } = this.links[i]!;
+      const x = from.meta.progress;
+      if (to.meta.progress.committed > after && x.outstanding === 0) {
+        // Everything of the rotated file before its fragments is acknowledged, and the fragments went with the next file's lines.
+        if (x.committed < from.end) x.committed = from.end;
+        this.links.splice(i, 1);
+      }
+    }
+  }
+
+  /**
+   * A tail waits while an older file of its run is still being read: the
+   * line a rotation split must be taken up by the next file before that file
+   * decodes anything. Also while the scan that found it has not finished
+   * its directory, which may hold older files still.
+   */
+  private waiting(t: Tail): boolean {
+    if (this.unready.has(t)) return true;
+    for (const u of this.tails) {
+      if (u === t || u.restart !== t.restart || u.container !== t.container || !u.state || u.state.released) continue;
+      if (this.older(u, t)) return true;
+    }
+    return false;
+  }
+
+  /** Whether `a` was written before `b` (same run): rotations by their time, then a renamed file whose new name is not known yet, then the live file. */
+  private older(a: Tail, b: Tail): boolean {
+    const c = compareAge(this.age(a), this.age(b));
+    return c !== 0 ? c < 0 : this.tails.indexOf(a) < this.tails.indexOf(b);
+  }
+
+  private age(t: Tail): Age {
+    const base = path.basename(t.path);
+    const name = parseLogName(base);
+    if (name && name.kind !== 'live') return { rank: 0, time: base.slice(base.indexOf('.log.') + 5, base.indexOf('.log.') + 20) };
+    return { rank: this.live.get(runOf(t)) === t.id ? 2 : 1, time: '' };
   }
 
   private kick(): void {
@@ -204,7 +326,12 @@ export class NodeSource implements LogSource {
 
   private async loop(): Promise<void> {
     for (;;) {
-      if (this.stopped || (this.finalScanned && this.tails.length === 0)) return;
+      if (this.stopped) return;
+      if (this.finalScanned && this.tails.length === 0) {
+        // The drain, and no next file came for a rotated file's last fragments.
+        for (const [run, carry] of [...this.carries]) await this.endCarry(run, carry);
+        return;
+      }
       let progressed = false;
       for (const t of [...this.tails]) {
         if (this.stopped) return;
@@ -229,6 +356,7 @@ export class NodeSource implements LogSource {
     const i = this.tails.indexOf(t);
     if (i >= 0) this.tails.splice(i, 1);
     this.byInode.delete(t.id);
+    this.unready.delete(t);
     void t.close();
   }
 
@@ -269,6 +397,9 @@ export class NodeSource implements LogSource {
           await this.scanOnce();
         } catch (err) {
           log.warn('scanning the log directory failed', { error: err });
+        } finally {
+          // Whatever this pass found is known now (scans never overlap).
+          this.unready.clear();
         }
       } while (this.rescan && !this.stopped);
     })().finally(() => {
@@ -317,6 +448,7 @@ export class NodeSource implements LogSource {
           else if (code !== 'ENOENT') await this.unreadable.note(path.join(dir, n), err);
         }
       }
+      for (const t of this.unready) if (t.container === container) this.unready.delete(t);
     }
     this.prune(present);
     this.kick();
@@ -328,6 +460,7 @@ export class NodeSource implements LogSource {
     if (st.isSymbolicLink()) this.symlinks.skip(file);
     if (!st.isFile()) return undefined;
     const id = `${st.dev}:${st.ino}`;
+    if (name.kind === 'live') this.live.set(`${container}/${name.restart}`, id);
     const known = this.byInode.get(id);
     if (known) {
       known.path = file;
@@ -377,6 +510,7 @@ export class NodeSource implements LogSource {
 
   private addTail(t: Tail): void {
     this.tails.push(t);
+    this.unready.add(t);
     this.byInode.set(t.id, t);
     this.opts.stats.filesOpened++;
   }

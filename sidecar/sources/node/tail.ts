@@ -44,6 +44,12 @@ export interface Release {
   readonly end: number;
   /** See FileState.complete. */
   readonly complete: boolean;
+  /**
+   * A rotated file that ended in P fragments: its decoder still holds them,
+   * for the next file of the run to take (the runtime reopened the log in
+   * the middle of a line) or, if none does, to end() as incomplete lines.
+   */
+  readonly fragments?: CriDecoder;
 }
 
 /** What one step of a tail hands back to the source. */
@@ -90,6 +96,8 @@ export interface TailOptions {
   readonly reads: ReadBuffer;
 }
 
+export type Adoption = 'adopted' | 'resumed' | 'late';
+
 export interface Tail {
   readonly id: string;
   readonly container: string;
@@ -97,6 +105,16 @@ export interface Tail {
   path: string;
   readonly state: FileState | undefined;
   step(final: boolean): Promise<Step>;
+  /**
+   * Offers the fragments a rotated file ended with to the next file of its
+   * run. `adopted`: this tail reads its file from byte 0 and has decoded
+   * nothing yet; it took them, and holds its checkpoint at byte 0 until those
+   * lines are complete. `resumed`: it resumed past byte 0 from a checkpoint,
+   * which it can only have reached once those lines were shipped, before a
+   * restart of the sidecar; it did not take them. `late`: it decoded lines
+   * already; it did not take them.
+   */
+  adopt(from: CriDecoder): Adoption;
   /** Bytes known to exist but not read yet (plain files only). */
   unread(): Promise<number>;
   close(): Promise<void>;
@@ -106,6 +124,7 @@ export class PlainTail implements Tail {
   state: FileState | undefined;
   private decoder: CriDecoder | undefined;
   private eofSince = 0;
+  private decoded = false;
 
   constructor(
     private readonly fh: FileHandle,
@@ -144,6 +163,7 @@ export class PlainTail implements Tail {
     const { bytesRead } = await this.fh.read(buf, 0, buf.length, d.position);
     if (bytesRead > 0) {
       this.eofSince = 0;
+      this.decoded = true;
       const records: LogRecord[] = [];
       d.push(reads.take(bytesRead), records);
       return { result: 'progress', records, bytes: bytesRead, released: undefined };
@@ -151,21 +171,30 @@ export class PlainTail implements Tail {
     const st = await this.fh.stat();
     if (st.size < d.position) {
       log.warn('file shrank, reading it again from byte 0', { path: this.path, size: st.size, offset: d.position });
-      const step = this.finish('progress', true);
+      const step = this.finish('progress', true, false);
       this.decoder = undefined;
       this.state = undefined;
+      this.decoded = false;
       return step;
     }
     const gone = st.nlink === 0 || (await this.replaced());
-    if (final) return this.finish('done', gone);
+    if (final) return this.finish('done', gone, gone);
     if (gone) {
       // The runtime writes elsewhere now; wait one poll so that a write that
       // raced with the reopen is still picked up before letting go.
       const now = Date.now();
       if (this.eofSince === 0) this.eofSince = now;
-      else if (now - this.eofSince >= this.opts.pollMs) return this.finish('done', true);
+      else if (now - this.eofSince >= this.opts.pollMs) return this.finish('done', true, true);
     }
     return IDLE;
+  }
+
+  adopt(from: CriDecoder): Adoption {
+    const d = this.decoder!;
+    if (this.decoded) return 'late';
+    if (d.position !== 0) return 'resumed';
+    d.adopt(from.handOver());
+    return 'adopted';
   }
 
   /** True once `<restart>.log` is another file: the kubelet rotated and the runtime reopened. */
@@ -178,11 +207,12 @@ export class PlainTail implements Tail {
     }
   }
 
-  private finish(result: Step['result'], complete: boolean): Step {
+  /** `rotated`: the runtime went on in another file, where a line left in P fragments here goes on. */
+  private finish(result: Step['result'], complete: boolean, rotated: boolean): Step {
     const d = this.decoder!;
     const records: LogRecord[] = [];
-    d.end(records);
-    return { result, records, bytes: 0, released: { state: this.state!, end: d.position, complete } };
+    const kept = d.end(records, rotated);
+    return { result, records, bytes: 0, released: { state: this.state!, end: d.position, complete, ...(kept ? { fragments: d } : {}) } };
   }
 
   /** True once `begin` ran and until a shrunk file needs identifying again. */
@@ -209,6 +239,7 @@ export class GzTail implements Tail {
   private readonly decoder: CriDecoder;
   /** Decompressed bytes consumed so far, including the skipped checkpointed prefix. */
   private consumed = 0;
+  private decoded = false;
 
   constructor(
     private readonly fh: FileHandle,
@@ -240,17 +271,25 @@ export class GzTail implements Tail {
     }
     if (next.done) {
       const records: LogRecord[] = [];
-      this.decoder.end(records);
-      return { result: 'done', records, bytes: 0, released: { state: this.state, end: this.decoder.position, complete: true } };
+      const kept = this.decoder.end(records, true);
+      return { result: 'done', records, bytes: 0, released: { state: this.state, end: this.decoder.position, complete: true, ...(kept ? { fragments: this.decoder } : {}) } };
     }
     let chunk = next.value;
     const from = this.consumed;
     this.consumed += chunk.length;
     if (this.consumed <= this.start) return { result: 'progress', records: NO_RECORDS, bytes: 0, released: undefined };
     if (from < this.start) chunk = chunk.subarray(this.start - from);
+    this.decoded = true;
     const records: LogRecord[] = [];
     this.decoder.push(chunk, records);
     return { result: 'progress', records, bytes: chunk.length, released: undefined };
+  }
+
+  adopt(from: CriDecoder): Adoption {
+    if (this.decoded) return 'late';
+    if (this.start !== 0) return 'resumed';
+    this.decoder.adopt(from.handOver());
+    return 'adopted';
   }
 
   async unread(): Promise<number> {
