@@ -15,7 +15,7 @@ import { Pipeline } from '../pipeline.ts';
 import { decodeTermination } from '../termination.ts';
 import { FakeKube, type LogLine } from './fake-kube.ts';
 import { NdjsonReceiver, type Doc } from './ndjson-receiver.ts';
-import { testConfig, tmpDir } from './helpers.ts';
+import { testConfig, tmpDir, waitUntil } from './helpers.ts';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -50,14 +50,6 @@ async function emptyTerminationLog(): Promise<string> {
   const file = path.join(await tmpDir(), 'termination-log');
   await writeFile(file, '');
   return file;
-}
-
-async function waitFor(cond: () => boolean, what: string, ms = 10_000): Promise<void> {
-  const until = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
 }
 
 async function setup(containers: ConstructorParameters<typeof FakeKube>[0], env: Record<string, string> = {}) {
@@ -99,7 +91,7 @@ describe('api mode: discovery from the pod watch', () => {
   it('reads init and regular containers and every restart, never its own container, with metadata and unique ids', async () => {
     const t = await setup({ init: ['setup'], main: ['main', 'helper'] });
     const p = await t.start();
-    await waitFor(() => t.kube.watchRequests > 0, 'the pod watch');
+    await waitUntil(() => t.kube.watchRequests > 0, 'the pod watch');
 
     t.kube.run('setup', 0);
     t.kube.append('setup', 0, lines('setup', 0, 30));
@@ -108,7 +100,7 @@ describe('api mode: discovery from the pod watch', () => {
     t.kube.run('helper', 0);
     t.kube.append('main', 0, lines('main-a', 0, 120, 3));
     t.kube.append('helper', 0, lines('helper', 0, 40));
-    await waitFor(() => t.of(t.sink.accepted, 'main', 0).length >= 120, 'first run of main');
+    await waitUntil(() => t.of(t.sink.accepted, 'main', 0).length >= 120, 'first run of main');
     // main fails and is restarted: the new run shows up through the watch.
     t.kube.terminate('main', 1);
     t.kube.run('main', 1);
@@ -116,7 +108,7 @@ describe('api mode: discovery from the pod watch', () => {
     t.kube.append('helper', 0, lines('helper', 40, 60));
     t.kube.terminate('main');
     t.kube.terminate('helper');
-    await waitFor(() => t.sink.accepted.length >= 30 + 120 + 80 + 60, 'all lines');
+    await waitUntil(() => t.sink.accepted.length >= 30 + 120 + 80 + 60, 'all lines');
     const summary = await p.drain();
 
     expect(t.of(t.sink.accepted, 'setup', 0)).toEqual(names('setup', 0, 30));
@@ -151,7 +143,7 @@ describe('api mode: discovery from the pod watch', () => {
     t.kube.run('other', 1);
     t.kube.append('other', 1, lines('other-1', 0, 10));
     const p = await t.start();
-    await waitFor(() => t.sink.accepted.length >= 30, 'runs 1 and 2 of main, both runs of other');
+    await waitUntil(() => t.sink.accepted.length >= 30, 'runs 1 and 2 of main, both runs of other');
     t.kube.terminate('main');
     t.kube.terminate('other');
     await p.drain();
@@ -176,7 +168,7 @@ describe('api mode: resuming', () => {
     t.kube.run('main', 0);
     t.kube.append('main', 0, lines('main', 0, 400, 4));
     const p = await t.start();
-    await waitFor(() => t.sink.accepted.length >= 400, 'lines after three cuts');
+    await waitUntil(() => t.sink.accepted.length >= 400, 'lines after three cuts');
     t.kube.terminate('main');
     const summary = await p.drain();
     expect(messages(t.sink.accepted)).toEqual(names('main', 0, 400));
@@ -198,8 +190,8 @@ describe('api mode: resuming', () => {
     t.kube.run('main', 0);
     t.kube.append('main', 0, lines('main', 0, 200, 4));
     const p1 = await t.start({ JOBHARVEST_ENDPOINT: first.url, JOBHARVEST_DRAIN_SECONDS: '1' });
-    await waitFor(() => first.requests >= 8, 'the unanswered batch');
-    await waitFor(() => p1.stats.linesShipped === 70, 'seven batches acknowledged');
+    await waitUntil(() => first.requests >= 8, 'the unanswered batch');
+    await waitUntil(() => p1.stats.linesShipped === 70, 'seven batches acknowledged');
     const crashDir = path.join(await tmpDir(), 'state');
     // What a SIGKILL leaves behind: the checkpoint as last written.
     const files = await (async () => {
@@ -215,7 +207,7 @@ describe('api mode: resuming', () => {
 
     t.kube.append('main', 0, lines('main', 200, 260, 4));
     const p2 = await t.start({ JOBHARVEST_STATE_DIR: crashDir, JOBHARVEST_BATCH_MAX_WAIT_MS: '30' });
-    await waitFor(() => t.sink.accepted.length >= 190, 'the rest');
+    await waitUntil(() => t.sink.accepted.length >= 190, 'the rest');
     t.kube.terminate('main');
     await p2.drain();
 
@@ -268,14 +260,14 @@ describe('api mode: resuming past a kubelet rotation', () => {
     t.kube.append('main', 0, lines('main', 0, 150, 4));
     const terminationLog = await emptyTerminationLog();
     const p = await t.start({ JOBHARVEST_TERMINATION_LOG: terminationLog });
-    await waitFor(() => t.sink.accepted.length >= 100 && refused() >= 2, 'the cut, and a refused reconnection');
+    await waitUntil(() => t.sink.accepted.length >= 100 && refused() >= 2, 'the cut, and a refused reconnection');
     // While no stream is open: more lines, then the kubelet rotates and the
     // runtime writes on into a new file.
     t.kube.append('main', 0, lines('main', 150, 300, 4));
     t.kube.rotate('main', 0);
     t.kube.append('main', 0, lines('main', 300, 400, 4));
     open();
-    await waitFor(() => t.sink.accepted.length >= 200, 'the lines of the new file');
+    await waitUntil(() => t.sink.accepted.length >= 200, 'the lines of the new file');
     t.kube.terminate('main');
     const summary = await p.drain();
     expect(messages(t.sink.accepted)).toEqual([...names('main', 0, 100), ...names('main', 300, 400)]);
@@ -290,7 +282,7 @@ describe('api mode: resuming past a kubelet rotation', () => {
     t.kube.run('main', 0);
     t.kube.append('main', 0, lines('main', 0, 150, 4));
     const p = await t.start();
-    await waitFor(() => t.sink.accepted.length >= 100 && refused() >= 2, 'the cut, and a refused reconnection');
+    await waitUntil(() => t.sink.accepted.length >= 100 && refused() >= 2, 'the cut, and a refused reconnection');
     t.kube.rotate('main', 0);
     t.kube.terminate('main');
     open();
@@ -306,7 +298,7 @@ describe('api mode: resuming past a kubelet rotation', () => {
     t.kube.append('main', 0, lines('main', 0, 100, 4));
     const terminationLog = await emptyTerminationLog();
     const p = await t.start({ JOBHARVEST_TERMINATION_LOG: terminationLog });
-    await waitFor(() => t.sink.accepted.length >= 100, 'every line');
+    await waitUntil(() => t.sink.accepted.length >= 100, 'every line');
     // The current file is empty now; the followed stream ends with the run,
     // and the closing request (from the second of the last line) gets nothing.
     t.kube.rotate('main', 0);
@@ -327,7 +319,7 @@ describe('api mode: resuming past a kubelet rotation', () => {
     t.kube.run('main', 0);
     t.kube.append('main', 0, lines('main', 0, 100, 4));
     const p = await t.start();
-    await waitFor(() => t.sink.accepted.length >= 100, 'every line');
+    await waitUntil(() => t.sink.accepted.length >= 100, 'every line');
     // The kubelet rotates after the last line and ends the followed stream
     // as the container stops; the pod status still says running, so the
     // sidecar follows again, is served the empty current file, and that
@@ -336,10 +328,10 @@ describe('api mode: resuming past a kubelet rotation', () => {
     const before = t.kube.logRequests.length;
     t.kube.rotate('main', 0);
     t.kube.endFollowers('main');
-    await waitFor(() => t.kube.logRequests.slice(before).some((q) => q.container === 'main' && q.follow) && t.kube.openStreams > 0, 'a followed request after the end');
+    await waitUntil(() => t.kube.logRequests.slice(before).some((q) => q.container === 'main' && q.follow) && t.kube.openStreams > 0, 'a followed request after the end');
     const gets = t.kube.podGets;
     t.kube.endFollowers('main');
-    await waitFor(() => t.kube.podGets > gets, 'the sidecar reading the pod after the empty stream');
+    await waitUntil(() => t.kube.podGets > gets, 'the sidecar reading the pod after the empty stream');
     t.kube.terminate('main');
     const summary = await p.drain();
     expect(messages(t.sink.accepted)).toEqual(names('main', 0, 100));
@@ -353,14 +345,14 @@ describe('api mode: resuming past a kubelet rotation', () => {
     t.kube.run('main', 0);
     t.kube.append('main', 0, lines('main', 0, 100, 4));
     const p = await t.start();
-    await waitFor(() => t.sink.accepted.length >= 100, 'the first lines');
+    await waitUntil(() => t.sink.accepted.length >= 100, 'the first lines');
     // Rotated while the first stream is open: it goes on into the new file.
     t.kube.rotate('main', 0);
     t.kube.append('main', 0, lines('main', 100, 200, 4));
-    await waitFor(() => t.sink.accepted.length >= 120 && refused() >= 2, 'the cut, inside the new file, and a refused reconnection');
+    await waitUntil(() => t.sink.accepted.length >= 120 && refused() >= 2, 'the cut, inside the new file, and a refused reconnection');
     t.kube.append('main', 0, lines('main', 200, 300, 4));
     open();
-    await waitFor(() => t.sink.accepted.length >= 300, 'every line');
+    await waitUntil(() => t.sink.accepted.length >= 300, 'every line');
     t.kube.terminate('main');
     const summary = await p.drain();
     expect(messages(t.sink.accepted)).toEqual(names('main', 0, 300));
@@ -376,11 +368,11 @@ describe('api mode: end of a run', () => {
     t.kube.append('main', 0, lines('main', 0, 20));
     t.kube.onLog = (q) => (q.follow && t.kube.logRequests.filter((r) => r.follow).length === 1 ? { endAfterLines: 20 } : undefined);
     const p = await t.start();
-    await waitFor(() => t.sink.accepted.length >= 20, 'first lines');
+    await waitUntil(() => t.sink.accepted.length >= 20, 'first lines');
     // The first stream ended cleanly though main still runs: the sidecar reconnects and keeps following.
-    await waitFor(() => t.kube.logRequests.filter((q) => q.follow).length >= 2 && t.kube.openStreams === 1, 'a second followed stream');
+    await waitUntil(() => t.kube.logRequests.filter((q) => q.follow).length >= 2 && t.kube.openStreams === 1, 'a second followed stream');
     t.kube.append('main', 0, lines('main', 20, 30));
-    await waitFor(() => t.sink.accepted.length >= 30, 'lines on the second stream');
+    await waitUntil(() => t.sink.accepted.length >= 30, 'lines on the second stream');
     // The stream ends cleanly while the pod status still says running: not done.
     t.kube.endFollowers('main');
     await sleep(300);
@@ -388,7 +380,7 @@ describe('api mode: end of a run', () => {
     expect(files['main/0/api']?.done ?? false).toBe(false);
     t.kube.append('main', 0, lines('main', 30, 35));
     t.kube.terminate('main');
-    await waitFor(() => t.sink.accepted.length >= 35, 'the last lines');
+    await waitUntil(() => t.sink.accepted.length >= 35, 'the last lines');
     const summary = await p.drain();
     expect(messages(t.sink.accepted)).toEqual(names('main', 0, 35));
     const reqs = t.kube.logRequests.filter((q) => q.container === 'main');
@@ -405,7 +397,7 @@ describe('api mode: end of a run', () => {
     t.kube.run('main', 0);
     t.kube.append('main', 0, lines('main', 0, 500, 2));
     const p = await t.start();
-    await waitFor(() => t.kube.logRequests.length >= 2, 'two refused requests');
+    await waitUntil(() => t.kube.logRequests.length >= 2, 'two refused requests');
     expect(t.sink.accepted).toHaveLength(0);
     forbidden = false;
     t.kube.terminate('main');
@@ -468,7 +460,7 @@ describe('api mode: records', () => {
   it('cuts a line over JOBHARVEST_MAX_RECORD_BYTES on a UTF-8 boundary and counts what was cut', async () => {
     const t = await setup({ main: ['main'] }, { JOBHARVEST_MAX_RECORD_BYTES: '1024' });
     await t.start();
-    await waitFor(() => t.kube.watchRequests > 0, 'the pod watch');
+    await waitUntil(() => t.kube.watchRequests > 0, 'the pod watch');
     t.kube.run('main', 0);
     // 1801 bytes: more than the line limit too, so part of it never reaches the record.
     const long = 'a' + '€'.repeat(600);
@@ -477,7 +469,7 @@ describe('api mode: records', () => {
       { ts: kubeTs(BASE_SEC, 1), msg: 'short' },
     ]);
     t.kube.terminate('main');
-    await waitFor(() => t.sink.accepted.length >= 2, 'both lines');
+    await waitUntil(() => t.sink.accepted.length >= 2, 'both lines');
     const docs = [...t.sink.accepted].sort((a, b) => lineOf(a) - lineOf(b));
     expect(docs.map((d) => d.message)).toEqual(['a' + '€'.repeat(341) + ' [jobharvest: truncated 777 bytes]', 'short']);
     expect(docs.map((d) => d['jobharvest.truncated'])).toEqual([true, undefined]);

@@ -1,5 +1,6 @@
 // Shared test fixtures for the sidecar unit tests.
 import { mkdtemp } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { FileProgress } from '../records/progress.ts';
@@ -50,4 +51,13 @@ export function testConfig(env: Record<string, string> = {}): Config {
 /** A CRI line as the runtime writes it. */
 export function cri(ts: string, stream: 'stdout' | 'stderr', tag: 'P' | 'F', text: string): string {
   return `${ts} ${stream} ${tag} ${text}\n`;
+}
+
+/** Polls `cond` every 20 ms; fails with `what` once `ms` have passed. */
+export async function waitUntil(cond: () => boolean, what: string, ms = 10_000): Promise<void> {
+  const until = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
 }

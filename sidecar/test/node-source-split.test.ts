@@ -13,7 +13,7 @@ import type { Ticket } from '../records/progress.ts';
 import { FLAG_INCOMPLETE, FLAG_TRUNCATED, recordId, type LogRecord } from '../records/record.ts';
 import { NodeSource } from '../sources/node/node-source.ts';
 import { newStats, type Stats } from '../stats.ts';
-import { cri, testConfig, tmpDir } from './helpers.ts';
+import { cri, testConfig, tmpDir, waitUntil } from './helpers.ts';
 
 const sources: NodeSource[] = [];
 afterEach(async () => {
@@ -22,14 +22,6 @@ afterEach(async () => {
     await s.close();
   }
 });
-
-async function waitFor(cond: () => boolean, what: string, ms = 8000): Promise<void> {
-  const until = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
 
 interface Harness {
   source: NodeSource;
@@ -117,15 +109,15 @@ describe('a line split by a rotation (P at the end of the rotated file, F in the
     await mkdir(c);
     const h = await harness(dir);
     await writeFile(path.join(c, '0.log'), rotatedText(30));
-    await waitFor(() => h.records.length === 30, 'the complete lines of the first file');
+    await waitUntil(() => h.records.length === 30, 'the complete lines of the first file');
     // The runtime reopened: the new file exists, empty, so the rotated one is let go.
     await rename(path.join(c, '0.log'), path.join(c, ROTATED));
     await writeFile(path.join(c, '0.log'), '');
-    await waitFor(() => h.stats.filesReleased === 1, 'the rotated file let go');
+    await waitUntil(() => h.stats.filesReleased === 1, 'the rotated file let go');
     await sleep(100);
     expect(h.records).toHaveLength(30);
     await appendFile(path.join(c, '0.log'), liveText(30, 20));
-    await waitFor(() => h.records.length === 51, 'the new file');
+    await waitUntil(() => h.records.length === 51, 'the new file');
     await sleep(150);
     expectWhole(h.records, 30, 20);
     h.ack();
@@ -139,7 +131,7 @@ describe('a line split by a rotation (P at the end of the rotated file, F in the
     await mkdir(c);
     const h = await harness(dir);
     await writeFile(path.join(c, '0.log'), lines(0, 5));
-    await waitFor(() => h.records.length === 5, 'the first lines');
+    await waitUntil(() => h.records.length === 5, 'the first lines');
     // Reading stalls (delivery saturated) with the rotated file unread to its end,
     // while the kubelet rotates and the new file is found and holds the rest.
     h.pause();
@@ -149,7 +141,7 @@ describe('a line split by a rotation (P at the end of the rotated file, F in the
     await writeFile(path.join(c, '0.log'), liveText(30, 20));
     await sleep(300);
     h.resume();
-    await waitFor(() => h.records.length >= 51, 'both files');
+    await waitUntil(() => h.records.length >= 51, 'both files');
     await sleep(200);
     expectWhole(h.records, 30, 20);
   });
@@ -161,7 +153,7 @@ describe('a line split by a rotation (P at the end of the rotated file, F in the
     await writeFile(path.join(c, ROTATED), rotatedText(30));
     await writeFile(path.join(c, '0.log'), liveText(30, 20));
     const h = await harness(dir);
-    await waitFor(() => h.records.length >= 51, 'both files');
+    await waitUntil(() => h.records.length >= 51, 'both files');
     await sleep(200);
     expectWhole(h.records, 30, 20);
   });
@@ -173,7 +165,7 @@ describe('a line split by a rotation (P at the end of the rotated file, F in the
     await writeFile(path.join(c, `${ROTATED}.gz`), gzipSync(Buffer.from(rotatedText(30))));
     await writeFile(path.join(c, '0.log'), liveText(30, 20));
     const h = await harness(dir);
-    await waitFor(() => h.records.length >= 51, 'both files');
+    await waitUntil(() => h.records.length >= 51, 'both files');
     await sleep(200);
     expectWhole(h.records, 30, 20);
   });
@@ -185,7 +177,7 @@ describe('a line split by a rotation (P at the end of the rotated file, F in the
     await writeFile(path.join(c, ROTATED), lines(0, 3) + cri(TS(3), 'stdout', 'P', 'out-a ') + cri(TS(4), 'stderr', 'P', 'err-a ') + lines(5, 6, 'stderr'));
     await writeFile(path.join(c, '0.log'), cri(TS(7), 'stderr', 'F', 'err-b') + cri(TS(8), 'stdout', 'P', 'out-b ') + cri(TS(9), 'stdout', 'F', 'out-c') + lines(10, 12));
     const h = await harness(dir);
-    await waitFor(() => h.records.length >= 8, 'both files');
+    await waitUntil(() => h.records.length >= 8, 'both files');
     await sleep(200);
     expect(new Set(h.records.map(recordId)).size, 'ids are unique').toBe(h.records.length);
     // `err-a ` took line 5's F in the rotated file already; err-b then is a line of its own.
@@ -201,7 +193,7 @@ describe('a line split by a rotation (P at the end of the rotated file, F in the
     await writeFile(path.join(c, ROTATED), cri(TS(0), 'stdout', 'P', 'a'.repeat(900)));
     await writeFile(path.join(c, '0.log'), cri(TS(1), 'stdout', 'F', 'b'.repeat(300)) + lines(2, 3));
     const h = await harness(dir, new Map(), { JOBHARVEST_MAX_RECORD_BYTES: '1024' });
-    await waitFor(() => h.records.length >= 2, 'both files');
+    await waitUntil(() => h.records.length >= 2, 'both files');
     await sleep(200);
     expect(h.records).toHaveLength(2);
     const big = h.records.find((r) => r.message.startsWith('a'))!;
@@ -215,10 +207,10 @@ describe('a line split by a rotation (P at the end of the rotated file, F in the
     await mkdir(c);
     const h = await harness(dir);
     await writeFile(path.join(c, '0.log'), rotatedText(10));
-    await waitFor(() => h.records.length === 10, 'the complete lines');
+    await waitUntil(() => h.records.length === 10, 'the complete lines');
     await rename(path.join(c, '0.log'), path.join(c, ROTATED));
     await writeFile(path.join(c, '0.log'), '');
-    await waitFor(() => h.stats.filesReleased === 1, 'the rotated file let go');
+    await waitUntil(() => h.stats.filesReleased === 1, 'the rotated file let go');
     await h.source.flush();
     expect(h.records.map((r) => r.message)).toEqual([...expected(0, 10), HEAD]);
     const last = h.records.at(-1)!;
@@ -239,7 +231,7 @@ describe('a line split by a rotation: the checkpoint', () => {
     await writeFile(path.join(c, ROTATED), rotatedText(30));
     await writeFile(path.join(c, '0.log'), liveText(30, 20));
     const h = await harness(dir);
-    await waitFor(() => h.records.length >= 51, 'both files');
+    await waitUntil(() => h.records.length >= 51, 'both files');
     await sleep(150);
     const joined = h.records.find((r) => r.message === HEAD + TAIL)!;
     const rotatedKey = h.records.find((r) => r.message === 'line 0')!.file.key;
@@ -252,7 +244,7 @@ describe('a line split by a rotation: the checkpoint', () => {
   /** A second sidecar, from the first one's checkpoint. */
   async function restart(dir: string, entries: Map<string, CheckpointEntry>, expectAtLeast: number): Promise<Harness> {
     const h2 = await harness(dir, new Map([...entries].map(([k, e]) => [k, { offset: e.offset, done: e.done }])));
-    await waitFor(() => h2.records.length >= expectAtLeast, 'the second sidecar');
+    await waitUntil(() => h2.records.length >= expectAtLeast, 'the second sidecar');
     await sleep(250);
     return h2;
   }

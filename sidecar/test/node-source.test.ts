@@ -8,7 +8,7 @@ import type { LogRecord } from '../records/record.ts';
 import { NodeSource, parseLogName } from '../sources/node/node-source.ts';
 import { CHUNK_BYTES } from '../sources/node/tail.ts';
 import { newStats } from '../stats.ts';
-import { cri, testConfig, tmpDir } from './helpers.ts';
+import { cri, testConfig, tmpDir, waitUntil } from './helpers.ts';
 
 const sources: NodeSource[] = [];
 afterEach(async () => {
@@ -17,14 +17,6 @@ afterEach(async () => {
     await s.close();
   }
 });
-
-async function waitFor(cond: () => boolean, what: string, ms = 8000): Promise<void> {
-  const until = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
 
 interface Harness {
   dir: string;
@@ -97,10 +89,10 @@ describe('NodeSource', () => {
     const h = await harness(dir);
     await mkdir(path.join(dir, 'main'));
     await writeFile(path.join(dir, 'main', '0.log'), lines(0, 5));
-    await waitFor(() => h.records.length === 5, 'first container');
+    await waitUntil(() => h.records.length === 5, 'first container');
     await writeFile(path.join(dir, 'main', '1.log'), lines(5, 8));
     await appendFile(path.join(dir, 'main', '0.log'), lines(100, 101));
-    await waitFor(() => h.records.length === 9, 'restart file and append');
+    await waitUntil(() => h.records.length === 9, 'restart file and append');
     expect(h.messages().sort()).toEqual([...expected(0, 8), 'line 100'].sort());
     expect(h.messages().some((m) => m.startsWith('self'))).toBe(false);
     expect(new Set(h.records.filter((r) => r.file.restart === 1).map((r) => r.file.restart))).toEqual(new Set([1]));
@@ -118,10 +110,10 @@ describe('NodeSource', () => {
     while (text.length < big) text += cri(TS(n), 'stdout', 'F', `line ${n++} ${'x'.repeat(n % 300)}`);
     await writeFile(file, text);
     const h = await harness(dir);
-    await waitFor(() => h.records.length === n, 'the big file');
+    await waitUntil(() => h.records.length === n, 'the big file');
     for (let k = 0; k < 20; k++) {
       await appendFile(file, cri(TS(n), 'stderr', 'F', `line ${n++} small`));
-      await waitFor(() => h.records.length === n, 'a small append');
+      await waitUntil(() => h.records.length === n, 'a small append');
     }
     expect(h.messages()).toEqual(Array.from({ length: n }, (_, i) => (i < n - 20 ? `line ${i} ${'x'.repeat((i + 1) % 300)}` : `line ${i} small`)));
     expect(h.records.map((r) => r.ts)).toEqual(Array.from({ length: n }, (_, i) => TS(i)));
@@ -133,11 +125,11 @@ describe('NodeSource', () => {
     await mkdir(c);
     const h = await harness(dir);
     await writeFile(path.join(c, '0.log'), lines(0, 100));
-    await waitFor(() => h.records.length === 100, 'first file');
+    await waitUntil(() => h.records.length === 100, 'first file');
     await appendFile(path.join(c, '0.log'), lines(100, 150));
     await rename(path.join(c, '0.log'), path.join(c, '0.log.20240101-000001'));
     await writeFile(path.join(c, '0.log'), lines(150, 200));
-    await waitFor(() => h.records.length === 200, 'rotated tail and new file');
+    await waitUntil(() => h.records.length === 200, 'rotated tail and new file');
     // Next rotation cycle: compress the old one (kubelet: .gz.tmp, rename, remove plain).
     const plain = await readFile(path.join(c, '0.log.20240101-000001'));
     await writeFile(path.join(c, '0.log.20240101-000001.gz.tmp'), gzipSync(plain));
@@ -145,7 +137,7 @@ describe('NodeSource', () => {
     await unlink(path.join(c, '0.log.20240101-000001'));
     await rename(path.join(c, '0.log'), path.join(c, '0.log.20240101-000002'));
     await writeFile(path.join(c, '0.log'), lines(200, 210));
-    await waitFor(() => h.records.length >= 210, 'second rotation');
+    await waitUntil(() => h.records.length >= 210, 'second rotation');
     await sleep(300);
     expect(h.messages()).toHaveLength(210);
     expect(h.messages().sort()).toEqual(expected(0, 210).sort());
@@ -157,7 +149,7 @@ describe('NodeSource', () => {
     await mkdir(c);
     const h = await harness(dir);
     await writeFile(path.join(c, '0.log'), lines(0, 10));
-    await waitFor(() => h.records.length === 10, 'start');
+    await waitUntil(() => h.records.length === 10, 'start');
     h.pause();
     await appendFile(path.join(c, '0.log'), lines(10, 20));
     let n = 20;
@@ -170,7 +162,7 @@ describe('NodeSource', () => {
       if (rot > 2) await unlink(path.join(c, `0.log.20240101-00000${rot - 2}`));
     }
     h.resume();
-    await waitFor(() => h.records.length >= n, `all ${n} lines`);
+    await waitUntil(() => h.records.length >= n, `all ${n} lines`);
     await sleep(200);
     expect(h.messages().sort()).toEqual(expected(0, n).sort());
   });
@@ -181,10 +173,10 @@ describe('NodeSource', () => {
     await mkdir(c);
     const h = await harness(dir);
     await writeFile(path.join(c, '0.log'), lines(0, 20));
-    await waitFor(() => h.records.length === 20, 'before truncation');
+    await waitUntil(() => h.records.length === 20, 'before truncation');
     await truncate(path.join(c, '0.log'), 0);
     await appendFile(path.join(c, '0.log'), lines(500, 503, 'new'));
-    await waitFor(() => h.records.length === 23, 'after truncation');
+    await waitUntil(() => h.records.length === 23, 'after truncation');
     expect(h.messages().slice(20)).toEqual(expected(500, 503, 'new'));
     expect(h.records[20]!.offset).toBe(0);
   });
@@ -196,7 +188,7 @@ describe('NodeSource', () => {
     const text = lines(0, 300);
     await writeFile(path.join(c, '0.log.20240101-000001.gz'), gzipSync(Buffer.from(text)));
     const h = await harness(dir);
-    await waitFor(() => h.records.length === 300, 'gz content');
+    await waitUntil(() => h.records.length === 300, 'gz content');
     expect(h.messages()).toEqual(expected(0, 300));
     const key = h.records[0]!.file.key;
     const done = h.source.entries().get(key);
@@ -205,7 +197,7 @@ describe('NodeSource', () => {
     // A restarted sidecar with a half-way checkpoint resumes inside the compressed file.
     const half = Buffer.byteLength(lines(0, 120));
     const h2 = await harness(dir, new Map([[key, { offset: half, done: false }]]));
-    await waitFor(() => h2.records.length === 180, 'resumed gz');
+    await waitUntil(() => h2.records.length === 180, 'resumed gz');
     expect(h2.messages()).toEqual(expected(120, 300));
     expect(h2.records[0]!.offset).toBe(half);
     expect(h2.records[0]!.file.idPrefix).toBe(h.records[0]!.file.idPrefix);
@@ -222,14 +214,14 @@ describe('NodeSource', () => {
     await mkdir(c);
     await writeFile(path.join(c, '0.log'), lines(0, 50));
     const h = await harness(dir);
-    await waitFor(() => h.records.length === 50, 'first run');
+    await waitUntil(() => h.records.length === 50, 'first run');
     const checkpoint = h.source.entries();
     const [key, entry] = [...checkpoint][0]!;
     expect(entry).toEqual({ offset: Buffer.byteLength(lines(0, 50)), done: false });
     await h.source.shutdown();
     await appendFile(path.join(c, '0.log'), lines(50, 60));
     const h2 = await harness(dir, new Map([[key, entry]]));
-    await waitFor(() => h2.records.length === 10, 'second run');
+    await waitUntil(() => h2.records.length === 10, 'second run');
     expect(h2.messages()).toEqual(expected(50, 60));
   });
 
@@ -239,7 +231,7 @@ describe('NodeSource', () => {
     await mkdir(c);
     const h = await harness(dir);
     await writeFile(path.join(c, '0.log'), lines(0, 5) + `${TS(9)} stdout F no newline yet`);
-    await waitFor(() => h.records.length === 5, 'complete lines');
+    await waitUntil(() => h.records.length === 5, 'complete lines');
     await h.source.flush();
     expect(h.messages()).toEqual([...expected(0, 5), 'no newline yet']);
     const entry = [...h.source.entries().values()][0]!;

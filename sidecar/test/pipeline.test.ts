@@ -7,7 +7,7 @@ import { DEAD_LETTER_FILE } from '../delivery/deadletter.ts';
 import { UNSENT_REASON } from '../delivery/delivery.ts';
 import type { Config } from '../config.ts';
 import { Pipeline } from '../pipeline.ts';
-import { cri, testConfig, tmpDir } from './helpers.ts';
+import { cri, testConfig, tmpDir, waitUntil } from './helpers.ts';
 import { NdjsonReceiver, type Doc } from './ndjson-receiver.ts';
 
 const cleanups: Array<() => Promise<void>> = [];
@@ -25,14 +25,6 @@ const range = (from: number, to: number) => Array.from({ length: to - from }, (_
 // With several requests in flight, batches may be accepted in any order: compare
 // as multisets, which still catches every lost or duplicated line.
 const sorted = (xs: string[]) => [...xs].sort();
-
-async function waitFor(cond: () => boolean, what: string, ms = 10_000): Promise<void> {
-  const until = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
 
 async function setup(env: Record<string, string> = {}, server?: NdjsonReceiver, overrides: Partial<Config> = {}) {
   const root = await tmpDir();
@@ -90,7 +82,7 @@ describe('pipeline against a fake HTTP server', () => {
     const t = await setup();
     await writeFile(t.log, lines(0, 1000));
     const p = await t.start();
-    await waitFor(() => t.srv.accepted.length >= 1000, '1000 lines');
+    await waitUntil(() => t.srv.accepted.length >= 1000, '1000 lines');
     await appendFile(t.log, lines(1000, 1050));
     const summary = await p.drain();
     expect(sorted(t.srv.accepted.map((d) => d.message))).toEqual(sorted(range(0, 1050)));
@@ -121,7 +113,7 @@ describe('pipeline against a fake HTTP server', () => {
     };
     await writeFile(t.log, lines(0, 50));
     const p = await t.start();
-    await waitFor(() => t.srv.accepted.length >= 50, 'all lines after retries');
+    await waitUntil(() => t.srv.accepted.length >= 50, 'all lines after retries');
     expect(times[1]! - times[0]!).toBeGreaterThanOrEqual(1000);
     const summary = await p.drain();
     expect(sorted(t.srv.accepted.map((d) => d.message))).toEqual(sorted(range(0, 50)));
@@ -179,7 +171,7 @@ describe('pipeline against a fake HTTP server', () => {
     };
     await writeFile(t.log, lines(0, 30));
     const p = await t.start();
-    await waitFor(() => t.srv.requests > 0, 'first attempt');
+    await waitUntil(() => t.srv.requests > 0, 'first attempt');
     const started = Date.now();
     const summary = await p.drain();
     expect(Date.now() - started).toBeLessThan(2000);
@@ -196,11 +188,11 @@ describe('pipeline against a fake HTTP server', () => {
     const t = await setup();
     await writeFile(t.log, lines(0, 200));
     const p1 = await t.start();
-    await waitFor(() => t.srv.accepted.length >= 200, 'first run');
+    await waitUntil(() => t.srv.accepted.length >= 200, 'first run');
     await p1.drain();
     await appendFile(t.log, lines(200, 260));
     const p2 = await t.start();
-    await waitFor(() => t.srv.accepted.length >= 260, 'second run');
+    await waitUntil(() => t.srv.accepted.length >= 260, 'second run');
     await p2.drain();
     expect(sorted(t.srv.accepted.map((d) => d.message))).toEqual(sorted(range(0, 260)));
   });
@@ -217,14 +209,14 @@ describe('pipeline against a fake HTTP server', () => {
     };
     await writeFile(t.log, lines(0, 100));
     const p = await t.start();
-    await waitFor(() => t.srv.accepted.length >= 100, 'before outage');
+    await waitUntil(() => t.srv.accepted.length >= 100, 'before outage');
     down = true;
     await appendFile(t.log, lines(100, 600));
     await sleep(800);
     // Backpressure: with one request in flight only about one batch plus one chunk is read ahead.
     expect(p.stats.linesShipped).toBe(100);
     down = false;
-    await waitFor(() => t.srv.accepted.length >= 600, 'after outage', 20_000);
+    await waitUntil(() => t.srv.accepted.length >= 600, 'after outage', 20_000);
     const summary = await p.drain();
     expect(t.srv.accepted.map((d) => d.message)).toEqual(range(0, 600));
     expect(summary.retries).toBeGreaterThan(0);
@@ -238,7 +230,7 @@ describe('pipeline against a fake HTTP server', () => {
     const t = await setup({ JOBHARVEST_DRAIN_SECONDS: '5', ...env }, undefined, overrides);
     await writeFile(t.log, lines(0, 30));
     const p = await t.start();
-    await waitFor(() => p.stats.linesDeadLettered >= 30, 'the batch to be dead-lettered', 3000);
+    await waitUntil(() => p.stats.linesDeadLettered >= 30, 'the batch to be dead-lettered', 3000);
     const summary = await p.drain();
     expect(t.srv.requests).toBe(0);
     expect(summary).toMatchObject({ retries: 0, lines_shipped: 0, lines_dead_lettered: 30, lines_unsent: 0, deadline_hit: false });
@@ -257,7 +249,7 @@ describe('pipeline against a fake HTTP server', () => {
     await symlink(path.join(outside, 'environ'), path.join(t.logDir, 'main', '1.log'));
     await symlink(path.join(outside, 'dir'), path.join(t.logDir, 'linked'));
     const p = await t.start();
-    await waitFor(() => t.srv.accepted.length >= 5, 'the real file');
+    await waitUntil(() => t.srv.accepted.length >= 5, 'the real file');
     const summary = await p.drain();
     expect(t.srv.accepted.map((d) => d.message)).toEqual(range(0, 5));
     expect(summary).toMatchObject({ lines_read: 5, files: 1, symlinks_skipped: 2 });

@@ -2,7 +2,6 @@ import { readFileSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import { appendFile, mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Pipeline } from '../pipeline.ts';
 import {
@@ -14,7 +13,7 @@ import {
   type RunPosition,
   type TerminationCounts,
 } from '../termination.ts';
-import { cri, testConfig, tmpDir } from './helpers.ts';
+import { cri, testConfig, tmpDir, waitUntil } from './helpers.ts';
 import { NdjsonReceiver } from './ndjson-receiver.ts';
 
 const counts: TerminationCounts = { state: 'incomplete', mode: 'api', sink: 'loki', shipped: 1200, unsent: 300, dead_lettered: 2 };
@@ -24,14 +23,6 @@ const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
-
-async function waitFor(cond: () => boolean, what: string, ms = 10_000): Promise<void> {
-  const until = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
 
 describe('termination message encoding', () => {
   it('round-trips counts, positions and finished runs on one line', () => {
@@ -193,7 +184,7 @@ describe('pipeline termination message', () => {
     await writeFile(t.log, lines(0, 50));
     const p = new Pipeline(t.config);
     await p.start();
-    await waitFor(() => t.srv.accepted.length >= 50, '50 lines');
+    await waitUntil(() => t.srv.accepted.length >= 50, '50 lines');
     const summary = await p.drain();
     expect(summary.outcome).toBe('complete');
     const m = decodeTermination(await readFile(t.termination, 'utf8'))!;
@@ -211,14 +202,14 @@ describe('pipeline termination message', () => {
     await writeFile(t.log, lines(0, 40));
     const p = new Pipeline(t.config);
     await p.start();
-    await waitFor(() => t.srv.accepted.length >= 40, '40 lines');
+    await waitUntil(() => t.srv.accepted.length >= 40, '40 lines');
     // The snapshot a SIGKILL would leave behind.
-    await waitFor(() => decodeTermination(readFileSync(t.termination, 'utf8'))?.runs[0]?.[2] === TS(39), 'a snapshot at line 39');
+    await waitUntil(() => decodeTermination(readFileSync(t.termination, 'utf8'))?.runs[0]?.[2] === TS(39), 'a snapshot at line 39');
     const snap = decodeTermination(await readFile(t.termination, 'utf8'))!;
     expect(snap).toMatchObject({ state: 'running', runs: [['main', 0, TS(39), 1]], done: [] });
     down = true;
     await appendFile(t.log, lines(40, 100));
-    await waitFor(() => t.srv.requests > 3, 'attempts while down');
+    await waitUntil(() => t.srv.requests > 3, 'attempts while down');
     const summary = await p.drain();
     expect(summary).toMatchObject({ outcome: 'incomplete', lines_shipped: 40, lines_unsent: 60 });
     const m = decodeTermination(await readFile(t.termination, 'utf8'))!;

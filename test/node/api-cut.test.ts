@@ -22,7 +22,8 @@ import { kubeConfigFor } from '../harness/kubelet/stack.ts';
 import { BUSYBOX_IMAGE } from '../harness/node/images.ts';
 import { exact, type VictoriaLogs } from '../harness/servers/victorialogs.ts';
 import { waitFor } from '../support/wait.ts';
-import { jobFinished, jobPod, summaryIn } from './scenario-support.ts';
+import { summaryIn } from '../support/summary.ts';
+import { jobFinished, jobPod } from './scenario-support.ts';
 import { createNamespace, describeRealNode, startProductOnNode, waitForPodPhase, type NodeEnv, type ProductOnNode } from './support.ts';
 
 const IMAGE = BUSYBOX_IMAGE.replace('docker.io/library/', '');

@@ -5,14 +5,14 @@
  * the sidecar's summary reports as unsent.
  */
 import { type V1Job, type V1JobCondition } from '@kubernetes/client-node';
-import { readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { NAMES } from '../../src/contract/env.ts';
 import { numberedLines } from '../harness/kubelet/stack.ts';
 import { BUSYBOX_IMAGE } from '../harness/node/images.ts';
 import { exact, VictoriaLogs } from '../harness/servers/victorialogs.ts';
+import { summaryIn } from '../support/summary.ts';
 import { waitFor } from '../support/wait.ts';
+import { containerPids } from './scenario-support.ts';
 import { createNamespace, describeRealNode, startProductOnNode, type NodeEnv, type ProductOnNode } from './support.ts';
 
 const IMAGE = BUSYBOX_IMAGE.replace('docker.io/library/', '');
@@ -97,16 +97,9 @@ describeRealNode('Job lifecycles on the real node', () => {
   /** The sidecar's closing summary line, from its container log on the node. */
   async function unsentOf(namespace: string, pod: string): Promise<number | string> {
     const log = await env.core.readNamespacedPodLog({ name: pod, namespace, container: NAMES.container });
-    for (const line of log.split('\n').reverse()) {
-      if (!line.startsWith('{')) continue;
-      try {
-        const e = JSON.parse(line) as Record<string, unknown>;
-        if (e.msg === 'summary') return typeof e.lines_unsent === 'number' ? e.lines_unsent : 'no count';
-      } catch {
-        // not a JSON line
-      }
-    }
-    return 'no summary';
+    const e = summaryIn(log);
+    if (e === undefined) return 'no summary';
+    return typeof e.lines_unsent === 'number' ? e.lines_unsent : 'no count';
   }
 
   async function received(filter: string): Promise<{ total: number; distinct: number }> {
@@ -170,22 +163,6 @@ describeRealNode('Job lifecycles on the real node', () => {
     }
   });
 
-  /** The host PIDs in a container's cgroup on the node (cgroup v1, cgroupfs driver, as node.ts sets up). */
-  function containerPids(containerId: string): number[] {
-    const root = join('/sys/fs/cgroup/pids', readFileSync(join(env.node.dir, 'cgroup-root'), 'utf8').trim());
-    const find = (dir: string): string | undefined => {
-      for (const e of readdirSync(dir, { withFileTypes: true })) {
-        if (!e.isDirectory()) continue;
-        if (e.name === containerId) return join(dir, e.name);
-        const hit = find(join(dir, e.name));
-        if (hit !== undefined) return hit;
-      }
-      return undefined;
-    };
-    const cg = find(root);
-    if (cg === undefined) return [];
-    return readFileSync(join(cg, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).map(Number);
-  }
 
   scenario('6. the sidecar process killed mid-stream: the kubelet restarts it, it resumes from its checkpoint; nothing lost, duplicates bounded', async () => {
     const N = 4000;
@@ -204,7 +181,7 @@ describeRealNode('Job lifecycles on the real node', () => {
     const sidecarId = running.status?.initContainerStatuses?.find((s) => s.name === NAMES.container)?.containerID?.replace(/^containerd:\/\//, '');
     expect(running.status?.containerStatuses?.find((s) => s.name === 'main')?.state?.running, 'the main container still writes').toBeDefined();
     expect(sidecarId, 'the sidecar runs').toBeDefined();
-    const pids = containerPids(sidecarId!);
+    const pids = containerPids(env.node, sidecarId!);
     expect(pids.length, 'the sidecar container has a process').toBeGreaterThan(0);
     const receivedAtKill = await vl.count(filter);
     for (const pid of pids) process.kill(pid, 'SIGKILL');

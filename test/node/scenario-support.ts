@@ -8,6 +8,7 @@ import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { NAMES } from '../../src/contract/env.ts';
 import type { RealNode } from '../harness/node/node.ts';
+import { summaryIn } from '../support/summary.ts';
 import { waitFor } from '../support/wait.ts';
 import type { NodeEnv } from './support.ts';
 
@@ -35,19 +36,6 @@ export async function jobFinished(env: NodeEnv, namespace: string, job: string, 
 export async function sidecarSummary(env: NodeEnv, namespace: string, pod: string): Promise<Record<string, unknown> | undefined> {
   const log = await env.core.readNamespacedPodLog({ name: pod, namespace, container: NAMES.container });
   return summaryIn(log);
-}
-
-export function summaryIn(log: string): Record<string, unknown> | undefined {
-  for (const line of log.split('\n').reverse()) {
-    if (!line.startsWith('{')) continue;
-    try {
-      const e = JSON.parse(line) as Record<string, unknown>;
-      if (e.msg === 'summary') return e;
-    } catch {
-      // not a JSON line
-    }
-  }
-  return undefined;
 }
 
 /** The host PIDs in a container's cgroup on the node (cgroup v1, cgroupfs driver, as node.ts sets up). */

@@ -8,6 +8,7 @@ import { BatchV1Api, CoreV1Api, KubeConfig, RbacAuthorizationV1Api, type V1Job, 
 import { randomBytes } from 'node:crypto';
 import { NAMES } from '../../../src/contract/env.ts';
 import type { ClusterInfo } from '../cluster/harness.ts';
+import { summaryIn } from '../../support/summary.ts';
 import { waitFor } from '../../support/wait.ts';
 import { startWebhook, type WebhookProcess } from '../../support/webhook-process.ts';
 import { VictoriaLogs, exact } from '../servers/victorialogs.ts';
@@ -160,17 +161,7 @@ export class Stack {
 
   /** The sidecar's final summary line of a pod (its own log, which the kubelet keeps after the pod is gone). */
   sidecarSummary(uid: string): Record<string, unknown> | undefined {
-    const out = this.kubelet.worker(uid)?.output(NAMES.container) ?? [];
-    for (const line of [...out].reverse()) {
-      if (!line.startsWith('{')) continue;
-      try {
-        const e = JSON.parse(line) as Record<string, unknown>;
-        if (e.msg === 'summary') return e;
-      } catch {
-        // not a JSON line
-      }
-    }
-    return undefined;
+    return summaryIn(this.kubelet.worker(uid)?.output(NAMES.container) ?? []);
   }
 
   /** LogsQL filter for the main containers' lines of a namespace (the loki sink's labels). */
