@@ -182,7 +182,11 @@ export async function startEdgeWith(kc: KubeConfig, opts: EdgeOptions): Promise<
       log,
       ...(opts.leaseSeconds ? { leaseSeconds: opts.leaseSeconds, retryMs: Math.max(100, Math.floor((opts.leaseSeconds * 1000) / 5)) } : {}),
       onStartedLeading: () => {
-        controller = startDeliveryController(kc, { log, ...(harvester ? { harvester } : {}) });
+        // The report reads pods through the log-reader RoleBindings of this
+        // webhook's own service account; the namespace cache has queued one for
+        // every opted-in namespace. Starting before they exist makes the first
+        // reports of Jobs already finished there fail with 403 and retry.
+        controller = (rbac?.idle() ?? Promise.resolve()).then(() => startDeliveryController(kc, { log, ...(harvester ? { harvester } : {}) }));
       },
       onStoppedLeading: () => {
         const c = controller;
