@@ -25,6 +25,13 @@ export interface DeliveryControllerOptions {
   podsDoneTimeoutMs?: number;
   retryMs?: number;
   /**
+   * Whether a namespace is this installation's: opted in under its own
+   * configuration. Another installation (or an older configuration) may have
+   * injected Jobs elsewhere; this one holds no log-reader binding there, so
+   * reading their pods would fail with 403 for ever. Unset: every namespace.
+   */
+  inScope?: (namespace: string) => Promise<boolean>;
+  /**
    * The harvester: for Jobs with pods whose sidecar did not deliver
    * everything, hold the Job, ship the rest through pods/log, then release.
    */
@@ -128,6 +135,8 @@ export async function startDeliveryController(kc: KubeConfig, opts: DeliveryCont
   /** True when the Job is settled (reported, gone, or not ours); false to try again later. */
   async function handle(p: Pending): Promise<boolean> {
     if (harvests.has(p.uid) || released.has(p.uid)) return true;
+    // Left alone, not reported: a later update of the Job considers it again.
+    if (opts.inScope && !(await opts.inScope(p.namespace))) return true;
     let job: V1Job;
     try {
       job = await batch.readNamespacedJob({ name: p.name, namespace: p.namespace });

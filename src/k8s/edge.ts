@@ -13,7 +13,7 @@ import { messageOf } from './errors.ts';
 import { retryUntil } from './retry.ts';
 import { managedByLabels } from './labels.ts';
 import type { Log } from './log.ts';
-import { LogReaderRbac } from './log-reader-rbac.ts';
+import { LogReaderRbac, optedIn } from './log-reader-rbac.ts';
 import { startDeliveryController, type DeliveryController } from './delivery-controller.ts';
 import { startLeader } from './leader.ts';
 import type { TerminationMessage } from '../contract/termination.ts';
@@ -186,7 +186,14 @@ export async function startEdgeWith(kc: KubeConfig, opts: EdgeOptions): Promise<
         // webhook's own service account; the namespace cache has queued one for
         // every opted-in namespace. Starting before they exist makes the first
         // reports of Jobs already finished there fail with 403 and retry.
-        controller = (rbac?.idle() ?? Promise.resolve()).then(() => startDeliveryController(kc, { log, ...(harvester ? { harvester } : {}) }));
+        controller = (rbac?.idle() ?? Promise.resolve()).then(() => startDeliveryController(kc, {
+            log,
+            inScope: async (name) => {
+              const ns = await namespaces.get(name);
+              return ns !== undefined && optedIn(ns, opts.config);
+            },
+            ...(harvester ? { harvester } : {}),
+          }));
       },
       onStoppedLeading: () => {
         const c = controller;
