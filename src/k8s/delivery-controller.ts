@@ -26,9 +26,10 @@ export interface DeliveryControllerOptions {
   retryMs?: number;
   /**
    * Whether a namespace is this installation's: opted in under its own
-   * configuration. Another installation (or an older configuration) may have
-   * injected Jobs elsewhere; this one holds no log-reader binding there, so
-   * reading their pods would fail with 403 for ever. Unset: every namespace.
+   * configuration and not terminating. Elsewhere (a namespace being deleted,
+   * or Jobs another installation injected) this one holds no log-reader
+   * binding, so reading pods would fail with 403 until the namespace is gone.
+   * Unset: every namespace.
    */
   inScope?: (namespace: string) => Promise<boolean>;
   /**

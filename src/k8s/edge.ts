@@ -190,7 +190,8 @@ export async function startEdgeWith(kc: KubeConfig, opts: EdgeOptions): Promise<
             log,
             inScope: async (name) => {
               const ns = await namespaces.get(name);
-              return ns !== undefined && optedIn(ns, opts.config);
+              // A terminating namespace has dropped its bindings and refuses new ones.
+              return ns !== undefined && !ns.terminating && optedIn(ns, opts.config);
             },
             ...(harvester ? { harvester } : {}),
           }));
