@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
-# One image, two entry points: the admission webhook (the default command) and the
-# log sidecar it injects into Jobs (args ["/app/sidecar.mjs"]). Both are single
+# One image, three entry points: the admission webhook (the default command), the
+# log sidecar it injects into Jobs (args ["/app/sidecar.mjs"]) and the harvester
+# (args ["/app/harvester.mjs", ...]). Each is a single
 # bundled files, so the runtime stage has no node_modules, no package manager and no shell.
 
 # --- build: install the locked dependencies and bundle ------------------------
@@ -11,12 +12,14 @@ RUN npm ci --no-audit --no-fund
 COPY scripts/bundle.mjs scripts/bundle.mjs
 COPY src/ src/
 COPY sidecar/ sidecar/
+COPY harvester/ harvester/
 # Type checking and tests run in CI (npm run build, npm run test:all); here only
 # the bundler runs. Source maps stay out of the runtime image to keep it small.
 RUN node scripts/bundle.mjs \
  && find dist -name '*.map' -delete \
  && node dist/jobharvest.mjs --help >/dev/null \
- && node dist/sidecar.mjs --help >/dev/null
+ && node dist/sidecar.mjs --help >/dev/null \
+ && node dist/harvester.mjs --help >/dev/null
 
 # --- runtime: distroless Node.js 24, non-root ----------------------------------
 FROM gcr.io/distroless/nodejs24-debian12:nonroot
@@ -26,7 +29,7 @@ LABEL org.opencontainers.image.title="jobharvest" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.licenses="Apache-2.0"
 WORKDIR /app
-# Entry points and the chunks they load lazily (both bundles are code-split).
+# Entry points and the chunks they load lazily (every bundle is code-split).
 COPY --from=build /src/dist/ /app/
 # The distroless "nonroot" user, by number so that runAsNonRoot can verify it.
 USER 65532:65532

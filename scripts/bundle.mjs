@@ -52,6 +52,19 @@ await build({
   chunkNames: 'sidecar-chunks/[name]-[hash]',
 });
 
+// The harvester is its own program (its own Deployment), bundled apart so the
+// webhook's bundle never holds any of it. It runs the sidecar's engine, so the
+// same http/https rule applies.
+await build({
+  ...common,
+  plugins: [requireHttpModules],
+  entryPoints: { harvester: 'harvester/entry.ts' },
+  outdir: 'dist',
+  outExtension: { '.js': '.mjs' },
+  splitting: true,
+  chunkNames: 'harvester-chunks/[name]-[hash]',
+});
+
 // `npx jobharvest` runs the bin directly: it must be executable.
 chmodSync('dist/jobharvest.mjs', 0o755);
 

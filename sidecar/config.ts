@@ -30,10 +30,21 @@ export interface AuthSettings {
   readonly password?: string;
 }
 
-/** api mode: where the Kubernetes API is and where the pod's service-account token lives. */
+/** The bearer token and the CA for the Kubernetes API, read again as they rotate. */
+export interface KubeCredentials {
+  readonly token: string;
+  readonly ca?: Buffer;
+}
+
+/**
+ * api mode: where the Kubernetes API is and how to authenticate. The sidecar
+ * reads its pod's service-account token from `tokenDir`; a program that uses
+ * the engine as a library (the harvester) passes its own `credentials`.
+ */
 export interface KubeSettings {
   readonly apiUrl: URL;
   readonly tokenDir: string;
+  readonly credentials?: () => Promise<KubeCredentials>;
 }
 
 export interface Config {
@@ -70,6 +81,8 @@ export interface Config {
   readonly terminationLog: string;
   /** Set in api mode only. */
   readonly kube?: KubeSettings;
+  /** Cap on a successful answer kept in memory; default 32 MiB. Error answers are always cut at 64 KiB. */
+  readonly maxResponseBytes?: number;
 }
 
 export class ConfigError extends Error {

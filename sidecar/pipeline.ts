@@ -1,9 +1,9 @@
 // Wires the stages: source (discover + tail + parse) -> batcher -> delivery
 // (sink) -> checkpoint, and runs the SIGTERM drain against its deadline.
 import { Batcher } from './delivery/batcher.ts';
-import { CheckpointStore } from './delivery/checkpoint.ts';
+import { CheckpointStore, type CheckpointBackend } from './delivery/checkpoint.ts';
 import { ConfigError, type Config } from './config.ts';
-import { DeadLetter } from './delivery/deadletter.ts';
+import { DeadLetter, type DeadLetterSink } from './delivery/deadletter.ts';
 import { Delivery } from './delivery/delivery.ts';
 import { log, redactUrl } from './log.ts';
 import { startMetrics } from './metrics.ts';
@@ -58,14 +58,20 @@ export async function loadSink(cfg: Config): Promise<{ sink: Sink; http?: HttpCl
 }
 
 export interface PipelineOptions {
-  /** Injected in tests; otherwise loaded from the registry. */
+  /** Injected in tests, or built by a program that uses the engine; otherwise loaded from the registry. */
   readonly sink?: Sink;
+  /** Where progress is kept; default: the checkpoint file in the state directory. */
+  readonly checkpoint?: CheckpointBackend;
+  /** What happens to undeliverable records; default: the dead-letter file in the state directory. */
+  readonly deadLetter?: DeadLetterSink;
+  /** Ends a drain at once, as its deadline would (the harvester on losing leadership). */
+  readonly signal?: AbortSignal;
 }
 
 export class Pipeline {
   readonly stats: Stats = newStats();
-  private readonly store: CheckpointStore;
-  private readonly deadLetter: DeadLetter;
+  private readonly store: CheckpointBackend;
+  private readonly deadLetter: DeadLetterSink;
   private readonly termination: TerminationLog;
   private readonly positions: RunPositions;
   private source!: LogSource;
@@ -85,8 +91,8 @@ export class Pipeline {
     readonly config: Config,
     private readonly options: PipelineOptions = {},
   ) {
-    this.store = new CheckpointStore(config.stateDir, config.identity.podUid);
-    this.deadLetter = new DeadLetter(config.stateDir, config.identity, this.stats, config.deadLetterMaxBytes);
+    this.store = options.checkpoint ?? new CheckpointStore(config.stateDir, config.identity.podUid);
+    this.deadLetter = options.deadLetter ?? new DeadLetter(config.stateDir, config.identity, this.stats, config.deadLetterMaxBytes);
     this.termination = new TerminationLog(config.terminationLog);
     this.positions = new RunPositions(config.mode);
   }
@@ -214,16 +220,21 @@ export class Pipeline {
     const deadline = new Promise<void>((resolve) => {
       onDeadline = resolve;
     });
-    const timer = setTimeout(() => {
+    const hit = (): void => {
       deadlineHit = true;
       onDeadline();
-    }, budget);
+    };
+    // setTimeout fires at once past 2^31-1 ms (24.8 days); longer budgets wait that long.
+    const timer = setTimeout(hit, Math.min(budget, 2 ** 31 - 1));
+    if (this.options.signal?.aborted) hit();
+    else this.options.signal?.addEventListener('abort', hit, { once: true });
     log.info('draining', { budgetMs: budget });
 
     const read = this.source.flush().then(() => this.batcher.flush());
     await Promise.race([read, deadline]);
     if (!deadlineHit) await Promise.race([this.delivery.flush(), deadline]);
     clearTimeout(timer);
+    this.options.signal?.removeEventListener('abort', hit);
     if (deadlineHit) {
       log.warn('drain deadline reached; what is not acknowledged goes to the dead-letter file', { deadLetterFile: this.deadLetter.file });
       // Delivery first: that also wakes a source waiting for capacity, so it can see its own shutdown.

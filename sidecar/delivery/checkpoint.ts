@@ -48,7 +48,33 @@ export async function writeFileAtomic(file: string, data: string): Promise<void>
   }
 }
 
-export class CheckpointStore {
+/** Where a pipeline keeps its progress: a file for the sidecar, memory for a program that keeps it elsewhere. */
+export interface CheckpointBackend {
+  init(): Promise<void>;
+  load(): Promise<Map<string, CheckpointEntry>>;
+  save(entries: ReadonlyMap<string, CheckpointEntry>): Promise<void>;
+}
+
+/** Progress held in memory, seeded by the caller; the harvester keeps its own in the Job. */
+export class MemoryCheckpoint implements CheckpointBackend {
+  private entries: Map<string, CheckpointEntry>;
+  constructor(seed: ReadonlyMap<string, CheckpointEntry> = new Map()) {
+    this.entries = new Map(seed);
+  }
+  async init(): Promise<void> {}
+  async load(): Promise<Map<string, CheckpointEntry>> {
+    return new Map(this.entries);
+  }
+  async save(entries: ReadonlyMap<string, CheckpointEntry>): Promise<void> {
+    this.entries = new Map(entries);
+  }
+  /** The last saved progress. */
+  get current(): ReadonlyMap<string, CheckpointEntry> {
+    return this.entries;
+  }
+}
+
+export class CheckpointStore implements CheckpointBackend {
   readonly file: string;
   private writing: Promise<void> = Promise.resolve();
 

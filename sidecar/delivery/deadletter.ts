@@ -26,7 +26,25 @@ export interface DeadLetterEntry {
   readonly status?: number;
 }
 
-export class DeadLetter {
+/** What a pipeline does with records it could not deliver; they are counted in the stats either way. */
+export interface DeadLetterSink {
+  /** The file written, if any. */
+  readonly file: string | undefined;
+  write(entries: readonly DeadLetterEntry[]): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * Keeps nothing: for a program with no volume of its own to fill (the
+ * harvester), where a refused line is reported by count only.
+ */
+export class CountingDeadLetter implements DeadLetterSink {
+  readonly file = undefined;
+  async write(): Promise<void> {}
+  async close(): Promise<void> {}
+}
+
+export class DeadLetter implements DeadLetterSink {
   private fh: FileHandle | undefined;
   private readonly encoder: DocumentEncoder;
   private chain: Promise<void> = Promise.resolve();

@@ -5,7 +5,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DEFAULT_BACKOFF, retryDelay, type BackoffOptions } from './backoff.ts';
 import type { Batch } from './batcher.ts';
-import type { DeadLetter, DeadLetterEntry } from './deadletter.ts';
+import type { DeadLetterEntry, DeadLetterSink } from './deadletter.ts';
 import { log } from '../log.ts';
 import type { LogRecord } from '../records/record.ts';
 import { isRequestBuildError } from '../sinks/request-error.ts';
@@ -31,7 +31,7 @@ export class Delivery {
 
   constructor(
     private readonly sink: Sink,
-    private readonly deadLetter: DeadLetter,
+    private readonly deadLetter: DeadLetterSink,
     private readonly stats: Stats,
     private readonly opts: DeliveryOptions,
   ) {}

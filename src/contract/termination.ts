@@ -106,10 +106,33 @@ export function decodeTermination(text: string | undefined): TerminationMessage 
     return undefined;
   }
   if (!m || typeof m !== 'object') return undefined;
+  // The message sits in a pod a tenant controls; every number and position is
+  // checked before anyone counts with it or resumes from it.
   const o = m as Partial<TerminationMessage>;
   if (o.v !== TERMINATION_VERSION || !Array.isArray(o.runs) || !Array.isArray(o.done)) return undefined;
-  if (typeof o.shipped !== 'number' || typeof o.unsent !== 'number' || typeof o.dead_lettered !== 'number') return undefined;
-  if (o.resume_gaps !== undefined && typeof o.resume_gaps !== 'number') return undefined;
+  if (!count(o.shipped) || !count(o.unsent) || !count(o.dead_lettered)) return undefined;
+  if (o.resume_gaps !== undefined && !count(o.resume_gaps)) return undefined;
+  if (o.cut !== undefined && !count(o.cut)) return undefined;
+  if (o.state !== undefined && !['running', 'complete', 'incomplete'].includes(o.state)) return undefined;
+  if (o.mode !== undefined && o.mode !== 'node' && o.mode !== 'api') return undefined;
+  if (!o.runs.every(validRun) || !o.done.every((d) => typeof d === 'string' && RUN_NAME.test(d))) return undefined;
   return o as TerminationMessage;
 }
 
+/** A non-negative safe integer. */
+function count(n: unknown): n is number {
+  return typeof n === 'number' && Number.isSafeInteger(n) && n >= 0;
+}
+
+/** `container/restart`, a container name being a DNS label. */
+const RUN_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\/\d{1,9}$/;
+const CONTAINER = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/;
+
+function validRun(r: unknown): boolean {
+  if (!Array.isArray(r) || r.length < 4 || r.length > 5) return false;
+  const [container, restart, ts, n, o] = r as unknown[];
+  if (typeof container !== 'string' || !CONTAINER.test(container) || !count(restart)) return false;
+  if (ts !== null && (typeof ts !== 'string' || !TIMESTAMP.test(ts))) return false;
+  return count(n) && (o === undefined || count(o));
+}

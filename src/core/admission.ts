@@ -44,6 +44,8 @@ export interface ReviewDeps {
   assumeOptedIn?: boolean;
   /** Side effects a non-dry-run admission may trigger (for example RBAC for api mode). */
   onInjected?: (namespace: string, decision: Decision) => void;
+  /** Signs each injection for the harvester; unset: injections are unsigned and never harvested. */
+  signingKey?: Buffer | undefined;
 }
 
 export type ReviewOutcome =
@@ -122,6 +124,7 @@ export async function review(req: AdmissionRequest, deps: ReviewDeps): Promise<R
       serverVersion: deps.serverVersion(),
       assumeOptedIn: deps.assumeOptedIn ?? false,
       now: Date.now(),
+      signingKey: deps.signingKey,
     });
     const warnings = warningsOut(result.warnings);
     if (result.decision.action === 'skip') {

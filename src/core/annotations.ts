@@ -1,6 +1,7 @@
 import { credentialQueryParameter, isEndpointScheme } from '../contract/endpoint.ts';
 import { esIndexProblem, forwardTagProblem, lokiTenantProblem } from '../contract/values.ts';
 import { SINKS, type SinkType } from '../contract/env.ts';
+import { STATUS_ANNOTATION } from '../contract/harvest.ts';
 
 /** Every annotation jobharvest reads or writes. The docs test compares this list with the configuration reference. */
 export const ANNOTATIONS = {
@@ -16,7 +17,7 @@ export const ANNOTATIONS = {
   otlpEncoding: 'jobharvest.io/otlp-encoding',
   lokiTenant: 'jobharvest.io/loki-tenant',
   forwardTag: 'jobharvest.io/forward-tag',
-  status: 'jobharvest.io/status',
+  status: STATUS_ANNOTATION,
   /** Written at admission from the configured template: where the Job's logs can be read. */
   logsUrl: 'jobharvest.io/logs-url',
   /** Read by `jobharvest logs`: a query API when the sink endpoint is not one. */

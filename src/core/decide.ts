@@ -15,6 +15,8 @@ export interface DecideContext {
   assumeOptedIn?: boolean;
   /** Admission time, epoch ms; the core reads no clock of its own. */
   now?: number;
+  /** Signs what was injected, so the harvester can tell it from a tenant's forgery (src/contract/signature.ts). */
+  signingKey?: Buffer | undefined;
 }
 
 /**

@@ -1,4 +1,5 @@
 import { ENV, NAMES, SUBPATH_EXPR, type SourceMode } from '../contract/env.ts';
+import type { InjectionStatus } from '../contract/harvest.ts';
 import { VERSION } from '../contract/version.ts';
 import { ANNOTATIONS, DEFAULT_CONTAINER_ANNOTATION, JOB_NAME_LABEL } from './annotations.ts';
 import type { Config } from './config.ts';
@@ -18,17 +19,7 @@ export interface InjectParams {
   now?: number;
 }
 
-/** What the status annotation records, so a reader can tell what jobharvest changed. */
-export interface InjectionStatus {
-  version: string;
-  mode: SourceMode;
-  sink: string;
-  container: string;
-  volumes: string[];
-  ttlSecondsAfterFinished: number | null;
-  terminationGracePeriodSeconds: number | null;
-  defaultContainer: string | null;
-}
+export type { InjectionStatus } from '../contract/harvest.ts';
 
 // The kubelet sends SIGTERM to sidecars only after the main containers exit, but
 // they share one grace period: leave a little room past the drain budget for

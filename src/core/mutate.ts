@@ -1,4 +1,8 @@
+import { NAMES } from '../contract/env.ts';
 import { redactUrls } from '../contract/redact.ts';
+import { INJECTED_LABEL } from '../contract/harvest.ts';
+import { injectionParts, PURPOSE, sign, SIGNATURE_ANNOTATION } from '../contract/signature.ts';
+import { ANNOTATIONS } from './annotations.ts';
 import { SKIP_REASONS, decide, type DecideContext, type Decision } from './decide.ts';
 import { inject } from './inject.ts';
 import type { Job, ObjectMeta } from './kube.ts';
@@ -25,6 +29,7 @@ export function mutateJob(job: Job, ctx: DecideContext): MutateResult {
   // Warnings quote annotation values, which may hold endpoints with credentials.
   if (decision.action === 'skip') return { decision, job, warnings: decision.warnings.map(redactUrls) };
   const out = inject({ job, settings: decision.settings, mode: decision.mode, ttlSecondsAfterFinished: decision.ttlSecondsAfterFinished, config: ctx.config, now: ctx.now });
+  if (ctx.signingKey) signInjection(out.job, out.job.metadata?.namespace ?? ctx.namespace?.name ?? '', ctx.signingKey);
   const over = tooLarge(out.job);
   if (over) {
     const detail = `the added annotations would make the ${over}`;
@@ -46,4 +51,18 @@ function tooLarge(job: Job): string | undefined {
   const podBytes = annotationBytes(job.spec?.template?.metadata);
   if (podBytes > limit) return `pod template's annotations ${podBytes} bytes, over the API server's limit of ${limit}`;
   return undefined;
+}
+
+/**
+ * Marks the Job for the harvester's watch (a label anyone may copy, so only a
+ * filter) and signs what was injected (which nobody without the key can copy
+ * onto a sidecar of their own).
+ */
+function signInjection(job: Job, namespace: string, key: Buffer): void {
+  const meta = job.metadata!;
+  const status = meta.annotations?.[ANNOTATIONS.status] ?? '';
+  const sidecar = (job.spec?.template?.spec?.initContainers ?? []).find((c) => c.name === NAMES.container);
+  const signature = sign(key, PURPOSE.injection, injectionParts(namespace, status, sidecar as Record<string, unknown> | undefined));
+  meta.labels = { ...(meta.labels ?? {}), [INJECTED_LABEL]: 'true' };
+  meta.annotations = { ...(meta.annotations ?? {}), [SIGNATURE_ANNOTATION]: signature };
 }

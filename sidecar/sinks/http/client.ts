@@ -28,6 +28,12 @@ export interface PostOptions {
 
 /** Answers larger than this are cut; we only ever need status and small JSON. */
 const MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
+/**
+ * An error answer is read for its message only. A server (or something posing
+ * as one) that answers 503 with megabytes would otherwise hold that much per
+ * request in flight, for as long as it keeps answering so.
+ */
+export const MAX_ERROR_RESPONSE_BYTES = 64 * 1024;
 
 function readPem(file: string | undefined, key: keyof typeof ENV): Buffer | undefined {
   if (!file) return undefined;
@@ -47,8 +53,10 @@ export class HttpClient {
   private readonly gzipLevel: number;
   private readonly useGzip: boolean;
   private readonly timeoutMs: number;
+  private readonly maxResponseBytes: number;
 
   constructor(cfg: Config) {
+    this.maxResponseBytes = cfg.maxResponseBytes ?? MAX_RESPONSE_BYTES;
     const maxSockets = cfg.maxInFlight + 1;
     this.httpAgent = new http.Agent({ keepAlive: true, maxSockets });
     // Read now, so that a missing file is a start-up error rather than a retried send.
@@ -99,8 +107,10 @@ export class HttpClient {
       req.on('response', (res) => {
         const chunks: Buffer[] = [];
         let size = 0;
+        const status = res.statusCode ?? 0;
+        const cap = status >= 200 && status < 300 ? this.maxResponseBytes : MAX_ERROR_RESPONSE_BYTES;
         res.on('data', (c: Buffer) => {
-          if (size < MAX_RESPONSE_BYTES) chunks.push(c);
+          if (size < cap) chunks.push(size + c.length > cap ? c.subarray(0, cap - size) : c);
           size += c.length;
         });
         res.on('error', reject);

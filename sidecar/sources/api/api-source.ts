@@ -17,6 +17,36 @@ export interface ApiSourceOptions extends SourceOptions {
   readonly client?: Partial<Pick<KubeClientOptions, 'tokenRefreshMs' | 'requestTimeoutMs'>>;
 }
 
+/**
+ * Lines past the checkpoint's positions, read through pods/log and counted,
+ * not shipped: how many lines a finished pod's sidecar left unsent. The pod
+ * must be done, so every run has an end. Its own stats, so a pipeline's are untouched.
+ */
+export async function countMissing(opts: Omit<ApiSourceOptions, 'emit' | 'onProgress' | 'stats'> & { readonly signal?: AbortSignal }): Promise<number> {
+  let n = 0;
+  const { newStats } = await import('../../stats.ts');
+  const source = new ApiSource({
+    ...opts,
+    checkpoint: new Map(opts.checkpoint),
+    stats: newStats(),
+    emit: async (records) => {
+      n += records.length;
+    },
+    onProgress: () => {},
+  });
+  const abort = (): void => void source.shutdown();
+  opts.signal?.addEventListener('abort', abort, { once: true });
+  try {
+    await source.start();
+    await source.flush();
+  } finally {
+    opts.signal?.removeEventListener('abort', abort);
+    await source.close();
+  }
+  if (opts.signal?.aborted) throw new Error('counting was aborted');
+  return n;
+}
+
 export class ApiSource implements LogSource, RunHost {
   client!: KubeClient;
   final = false;

@@ -60,9 +60,10 @@ export class KubeClient {
     try {
       await c.readCredentials();
     } catch (err) {
+      if (opts.credentials) throw new ConfigError([`api mode: no credentials for the Kubernetes API: ${(err as Error).message}`]);
       throw new ConfigError([`api mode: cannot read the service-account token in ${opts.tokenDir} (${ENV.KUBE_TOKEN_DIR.name}): ${(err as Error).message}`]);
     }
-    if (c.isHttps && !c.ca) log.warn('no ca.crt next to the service-account token; trusting the system CAs for the Kubernetes API', { tokenDir: opts.tokenDir });
+    if (c.isHttps && !c.ca && !opts.credentials) log.warn('no ca.crt next to the service-account token; trusting the system CAs for the Kubernetes API', { tokenDir: opts.tokenDir });
     return c;
   }
 
@@ -98,14 +99,8 @@ export class KubeClient {
   }
 
   private async readCredentials(): Promise<void> {
-    const token = (await readFile(path.join(this.opts.tokenDir, 'token'), 'utf8')).trim();
-    if (token === '') throw new Error('the token file is empty');
-    let ca: Buffer | undefined;
-    try {
-      ca = await readFile(path.join(this.opts.tokenDir, 'ca.crt'));
-    } catch {
-      ca = undefined;
-    }
+    const { token, ca } = this.opts.credentials ? await this.opts.credentials() : await tokenFiles(this.opts.tokenDir);
+    if (token === '') throw new Error('the token is empty');
     const first = this.readAt === 0;
     this.token = token;
     this.readAt = Date.now();
@@ -167,6 +162,16 @@ export class KubeClient {
       });
       req.end();
     });
+  }
+}
+
+/** The pod's projected service-account token and the cluster CA beside it. */
+async function tokenFiles(dir: string): Promise<{ token: string; ca?: Buffer }> {
+  const token = (await readFile(path.join(dir, 'token'), 'utf8')).trim();
+  try {
+    return { token, ca: await readFile(path.join(dir, 'ca.crt')) };
+  } catch {
+    return { token };
   }
 }
 

@@ -1,0 +1,164 @@
+// The harvester: its own program, Deployment and service account. It reports
+// where every injected Job's logs went and ships what a sidecar could not.
+// The webhook never loads any of this, so a harvester that crashes, hangs or
+// runs out of memory leaves admission alone.
+//
+// One replica works at a time (a Lease, by client-go's rules); losing it
+// aborts every harvest in flight before another replica can start one.
+import { CoordinationV1Api, KubeConfig } from '@kubernetes/client-node';
+import { Command, InvalidArgumentError } from 'commander';
+import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { keyFromText } from '../src/contract/signature.ts';
+import { parseDestinations, type Destination } from './destinations.ts';
+import { harvestApi, kubeAccess, watchJobs } from './kube.ts';
+import { startLeader } from './leader.ts';
+import { log } from './log.ts';
+import { WorkQueue } from './queue.ts';
+import { Reconciler } from './reconcile.ts';
+import { DEFAULT_LIMITS, shipPod } from './ship.ts';
+
+/** The longest hold: a week, as `ttlSecondsAfterFinished` arithmetic and timers stay exact far beyond it. */
+export const MAX_HOLD_LIMIT_SECONDS = 7 * 24 * 3600;
+
+export interface HarvesterSettings {
+  readonly kubeconfig: string | undefined;
+  readonly namespace: string;
+  readonly leaseName: string;
+  readonly identity: string;
+  readonly signingKey: Buffer;
+  readonly destinations: readonly Destination[];
+  readonly maxHoldSeconds: number;
+  readonly concurrency: number;
+  readonly leaseDurationMs: number;
+  readonly renewDeadlineMs: number;
+  readonly retryPeriodMs: number;
+  readonly podsDoneTimeoutMs: number;
+}
+
+const int = (min: number, max: number) => (v: string): number => {
+  const n = Number(v);
+  if (!Number.isSafeInteger(n) || n < min || n > max) throw new InvalidArgumentError(`an integer from ${min} to ${max}`);
+  return n;
+};
+
+export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): HarvesterSettings {
+  const cmd = new Command('harvester')
+    .description('reports where injected Jobs logs went and ships what their sidecars could not')
+    .option('--kubeconfig <file>', 'kubeconfig (default: in cluster, then $KUBECONFIG)')
+    .option('--namespace <ns>', "namespace of the leader Lease (default: $POD_NAMESPACE, else 'jobharvest')")
+    .option('--lease-name <name>', 'name of the leader Lease', 'jobharvest-harvester')
+    .requiredOption('--signing-key-file <file>', "the key the webhook signs injections with (the chart's signing Secret)")
+    .option('--destinations-file <file>', 'JSON list of approved destinations (the chart renders it)')
+    .option('--max-hold-seconds <n>', `longest hold of a Job while shipping (0: report only, never hold; at most ${MAX_HOLD_LIMIT_SECONDS})`, int(0, MAX_HOLD_LIMIT_SECONDS), 86_400)
+    .option('--concurrency <n>', 'harvests at once', int(1, 64), 4)
+    .option('--lease-seconds <n>', 'Lease duration', int(2, 3600), 15)
+    .option('--renew-deadline-seconds <n>', 'a leader that cannot renew for this long stops (below the Lease duration)', int(1, 3600))
+    .option('--retry-period-seconds <n>', 'between Lease attempts', int(1, 600))
+    .option('--pods-done-timeout-seconds <n>', "how long a finished Job's pods may take to be done before reporting", int(1, 86_400), 300)
+    .exitOverride()
+    .configureOutput({ writeErr: (s) => process.stderr.write(s) });
+  cmd.parse(argv as string[], { from: 'user' });
+  const o = cmd.opts<{
+    kubeconfig?: string;
+    namespace?: string;
+    leaseName: string;
+    signingKeyFile: string;
+    destinationsFile?: string;
+    maxHoldSeconds: number;
+    concurrency: number;
+    leaseSeconds: number;
+    renewDeadlineSeconds?: number;
+    retryPeriodSeconds?: number;
+    podsDoneTimeoutSeconds: number;
+  }>();
+  const leaseDurationMs = o.leaseSeconds * 1000;
+  // client-go's ratio: renew deadline two thirds of the Lease, retry a fifth.
+  const renewDeadlineMs = o.renewDeadlineSeconds !== undefined ? o.renewDeadlineSeconds * 1000 : Math.floor((leaseDurationMs * 2) / 3);
+  const retryPeriodMs = o.retryPeriodSeconds !== undefined ? o.retryPeriodSeconds * 1000 : Math.max(200, Math.floor(leaseDurationMs / 7.5));
+  const destinations = o.destinationsFile ? parseDestinations(JSON.parse(readFileSync(o.destinationsFile, 'utf8'))) : [];
+  return {
+    kubeconfig: o.kubeconfig,
+    namespace: o.namespace ?? env.POD_NAMESPACE ?? 'jobharvest',
+    leaseName: o.leaseName,
+    identity: env.POD_NAME ?? `${hostname()}-${process.pid}`,
+    signingKey: keyFromText(readFileSync(o.signingKeyFile)),
+    destinations,
+    maxHoldSeconds: o.maxHoldSeconds,
+    concurrency: o.concurrency,
+    leaseDurationMs,
+    renewDeadlineMs,
+    retryPeriodMs,
+    podsDoneTimeoutMs: o.podsDoneTimeoutSeconds * 1000,
+  };
+}
+
+function kubeConfig(file: string | undefined): KubeConfig {
+  const kc = new KubeConfig();
+  if (file) kc.loadFromFile(file);
+  else kc.loadFromDefault();
+  return kc;
+}
+
+export async function runHarvester(s: HarvesterSettings): Promise<void> {
+  const kc = kubeConfig(s.kubeconfig);
+  const reconciler = new Reconciler({
+    api: harvestApi(kc),
+    key: s.signingKey,
+    destinations: s.destinations,
+    maxHoldSeconds: s.maxHoldSeconds,
+    limits: DEFAULT_LIMITS,
+    kube: kubeAccess(kc),
+    ship: shipPod,
+    log,
+    podsDoneTimeoutMs: s.podsDoneTimeoutMs,
+    identity: s.identity,
+  });
+  log('info', 'harvester starting', { namespace: s.namespace, lease: s.leaseName, identity: s.identity, destinations: s.destinations.map((d) => d.name), maxHoldSeconds: s.maxHoldSeconds, concurrency: s.concurrency });
+  const leader = startLeader(kc.makeApiClient(CoordinationV1Api), {
+    namespace: s.namespace,
+    name: s.leaseName,
+    identity: s.identity,
+    leaseDurationMs: s.leaseDurationMs,
+    renewDeadlineMs: s.renewDeadlineMs,
+    retryPeriodMs: s.retryPeriodMs,
+    log,
+    onStartedLeading: async (signal) => {
+      const queue = new WorkQueue<string>((key, sig) => reconciler.reconcile(key, sig), { concurrency: s.concurrency, signal, log });
+      queue.start();
+      const watch = watchJobs(kc, {
+        log,
+        signal,
+        onJob: (job) => {
+          if (Reconciler.wants(job)) queue.add(`${job.metadata!.namespace}/${job.metadata!.name}`);
+        },
+      });
+      await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+      watch.stop();
+      await queue.shutdown();
+    },
+    onStoppedLeading: () => log('info', 'no longer leading: harvests stopped'),
+  });
+  let closing = false;
+  const shutdown = (signal: string): void => {
+    if (closing) return;
+    closing = true;
+    log('info', 'shutting down', { signal });
+    void leader.stop().then(() => process.exit(0));
+  };
+  process.once('SIGTERM', () => shutdown('SIGTERM'));
+  process.once('SIGINT', () => shutdown('SIGINT'));
+}
+
+export async function main(argv: readonly string[]): Promise<void> {
+  let settings: HarvesterSettings;
+  try {
+    settings = parseSettings(argv);
+  } catch (err) {
+    const e = err as { code?: string; message: string };
+    if (e.code === 'commander.helpDisplayed' || e.code === 'commander.version') process.exit(0);
+    if (!e.code?.startsWith('commander.')) process.stderr.write(`harvester: ${e.message}\n`);
+    process.exit(2);
+  }
+  await runHarvester(settings);
+}

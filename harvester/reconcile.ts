@@ -1,0 +1,246 @@
+// reconcile(key) for one finished Job: verify it, report where its logs went
+// and, where a sidecar could not finish, hold the Job, ship the rest, and
+// release it. State lives on the Job only (signed annotations), so any
+// replica, or this one after a restart, picks up where the last one stopped.
+//
+// The API cost per Job: one read, one pod list, one patch (two with a hold),
+// one Event. Every write carries the resourceVersion it read, so a slower
+// writer gets a conflict and looks again instead of overwriting.
+import type { CoreV1Event, V1Job, V1Pod } from '@kubernetes/client-node';
+import { ENV } from '../src/contract/env.ts';
+import { redactUrl } from '../src/contract/redact.ts';
+import type { SigningKey } from '../src/contract/signature.ts';
+import { DELIVERY_ANNOTATION } from '../src/contract/harvest.ts';
+import { matchDestination, type Destination } from './destinations.ts';
+import { deliveryRecordOf, encodeDeliveryRecord, holdDeadline, holdOf, holdPatch, releasePatch, type Hold } from './hold.ts';
+import type { Log } from './log.ts';
+import { deliveryEvent, deliveryOf, finishedAt, jobFinished, needsHarvest, podDone, podOutcome, withResumeGaps, type Delivery, type PodOutcome } from './report.ts';
+import type { ShipRequest, ShipResult } from './ship.ts';
+import { ownedPods, verifyInjection } from './trust.ts';
+import type { KubeAccess, ShipLimits } from './ship.ts';
+
+export type ReconcileResult = { kind: 'done' } | { kind: 'requeue'; afterMs: number };
+
+export type WriteResult = 'ok' | 'conflict' | 'gone';
+
+/** The Kubernetes calls reconcile makes; the edge (harvester/kube.ts) implements them, tests fake them. */
+export interface HarvestApi {
+  /** undefined: not found. */
+  readJob(namespace: string, name: string): Promise<V1Job | undefined>;
+  /** Pods labelled with the Job's controller-uid (a filter only: ownership is checked here). */
+  listPods(namespace: string, jobUid: string): Promise<V1Pod[]>;
+  /** JSON merge patch. */
+  patchJob(namespace: string, name: string, patch: object): Promise<WriteResult>;
+  createEvent(namespace: string, event: CoreV1Event): Promise<void>;
+}
+
+export interface ReconcilerOptions {
+  readonly api: HarvestApi;
+  readonly key: SigningKey;
+  readonly destinations: readonly Destination[];
+  /** 0: report only, never hold or ship. */
+  readonly maxHoldSeconds: number;
+  readonly limits: ShipLimits;
+  readonly kube: KubeAccess;
+  readonly ship: (req: ShipRequest) => Promise<ShipResult>;
+  readonly log: Log;
+  /** How long a finished Job's pods may take to be done before what is known is reported. */
+  readonly podsDoneTimeoutMs?: number;
+  readonly retryMs?: number;
+  readonly now?: () => number;
+  /** Names this process in Events. */
+  readonly identity?: string;
+}
+
+export const EVENT_SOURCE = 'jobharvest';
+
+export class Reconciler {
+  private readonly now: () => number;
+  private readonly podsDoneTimeoutMs: number;
+  private readonly retryMs: number;
+
+  constructor(private readonly o: ReconcilerOptions) {
+    this.now = o.now ?? Date.now;
+    this.podsDoneTimeoutMs = o.podsDoneTimeoutMs ?? 5 * 60_000;
+    this.retryMs = o.retryMs ?? 2000;
+  }
+
+  /** Whether a Job from the watch is worth a key in the queue; the reconcile reads it again anyway. */
+  static wants(job: V1Job): boolean {
+    return !job.metadata?.deletionTimestamp && jobFinished(job);
+  }
+
+  async reconcile(key: string, signal: AbortSignal): Promise<ReconcileResult> {
+    const [namespace, name] = splitKey(key);
+    const { api, log } = this.o;
+    const job = await api.readJob(namespace, name);
+    if (!job || !Reconciler.wants(job)) return { kind: 'done' };
+    if (deliveryRecordOf(job, this.o.key)) return { kind: 'done' };
+    const at = { namespace, job: name };
+
+    const verified = verifyInjection(job, this.o.key);
+    const pods = await api.listPods(namespace, job.metadata?.uid ?? '');
+    const { owned, foreign } = ownedPods(job, pods);
+    const notes: string[] = [];
+    if (foreign > 0) notes.push(`${foreign} pod(s) carry the Job's label but are not controlled by it: ignored`);
+    if (!verified.ok) {
+      // Not ours to act on: say so on the Job, touch nothing else.
+      log('warn', 'not harvesting a Job whose injection cannot be verified', { ...at, why: verified.why });
+      return this.report(job, { sink: 'unknown', pods: owned.length, shipped: 0, lost: 0, unaccounted: owned.length, notes: [`not harvested: ${verified.why}`, ...notes] }, signal);
+    }
+    const { status, env } = verified.value;
+    const outcomes = owned.map((p) => podOutcome(p, status.container));
+    const waiting = owned.some((p) => !podDone(p) && !p.metadata?.deletionTimestamp) || outcomes.some((o) => o.sidecar.kind === 'running');
+    const since = finishedAt(job)?.getTime() ?? this.now();
+    if (waiting && this.now() - since < this.podsDoneTimeoutMs) return { kind: 'requeue', afterMs: this.retryMs };
+    notes.push(...unaccountedNotes(owned, outcomes));
+    const base = deliveryOf(status.sink, outcomes);
+    const work = owned.filter((_p, i) => needsHarvest(outcomes[i]!.sidecar));
+    const held = holdOf(job, this.o.key);
+    if (this.o.maxHoldSeconds <= 0 || (work.length === 0 && !held)) return this.report(job, withNotes(base, notes), signal);
+
+    const endpoint = env[ENV.ENDPOINT.name];
+    const destination = matchDestination(this.o.destinations, status.sink, endpoint);
+    if (!destination) {
+      const why = `the sink ${status.sink} at ${redactUrl(endpoint) ?? '(none)'} is not an approved destination: nothing sent by the harvester`;
+      log('warn', 'not harvesting: destination not approved', { ...at, sink: status.sink, endpoint: redactUrl(endpoint) });
+      return this.report(job, withNotes(base, [...notes, why]), signal);
+    }
+
+    let hold = held;
+    if (!hold) {
+      // First, before the TTL runs out: the pods (and their logs) stay as long as the Job does.
+      const plan = holdPatch(job, this.o.key, since, this.now(), this.o.maxHoldSeconds)!;
+      if (signal.aborted) return { kind: 'done' };
+      const r = await api.patchJob(namespace, name, plan.patch);
+      if (r === 'gone') {
+        log('warn', 'the Job was deleted before it could be held; its missing lines are lost', at);
+        return { kind: 'done' };
+      }
+      if (r === 'conflict') return { kind: 'requeue', afterMs: 0 };
+      hold = plan.hold;
+      log('info', 'holding the Job to ship what its sidecar could not', { ...at, pods: work.length, destination: destination.name, maxHoldSeconds: hold.maxHoldSeconds });
+    }
+
+    const delivery = await this.harvest(job, hold, destination, status.container, owned, outcomes, notes, signal);
+    // Leadership lost mid-harvest: the next leader starts again from the hold; write nothing.
+    if (signal.aborted) return { kind: 'done' };
+    return this.release(job, hold, delivery, signal);
+  }
+
+  private async harvest(job: V1Job, hold: Hold, destination: Destination, sidecar: string, pods: readonly V1Pod[], outcomes: readonly PodOutcome[], notes: readonly string[], signal: AbortSignal): Promise<Delivery> {
+    let shipped = 0;
+    let lost = 0;
+    let unaccounted = 0;
+    let harvested = 0;
+    const sink = destination.sink;
+    for (let i = 0; i < pods.length; i++) {
+      const o = outcomes[i]!.sidecar;
+      const message = o.kind === 'reported' ? o.message : undefined;
+      shipped += message?.shipped ?? 0;
+      // Refused for good by the server: not sent again, lost.
+      lost += message?.dead_lettered ?? 0;
+      if (!needsHarvest(o)) continue;
+      if (signal.aborted) break;
+      const pod = pods[i]!;
+      const fields = { namespace: job.metadata?.namespace, job: job.metadata?.name, pod: pod.metadata?.name };
+      try {
+        const r = await this.o.ship({ pod, sidecar, message, destination, kube: this.o.kube, limits: this.o.limits, deadlineMs: Math.max(1000, holdDeadline(hold) - this.now()), signal });
+        shipped += r.shipped;
+        harvested += r.shipped;
+        lost += r.lost;
+        this.o.log(r.lost === 0 ? 'info' : 'warn', 'harvested a pod', { ...fields, ...r });
+      } catch (err) {
+        // The pod's logs cannot be read (gone, forbidden): nobody knows how many lines it had.
+        unaccounted++;
+        this.o.log('warn', 'could not harvest a pod; its missing lines are unaccounted', { ...fields, error: (err as Error).message });
+      }
+    }
+    return withNotes(withResumeGaps({ sink, pods: pods.length, shipped, lost, unaccounted, harvested }, outcomes), notes);
+  }
+
+  private async release(job: V1Job, hold: Hold, delivery: Delivery, signal: AbortSignal): Promise<ReconcileResult> {
+    const { api } = this.o;
+    const namespace = job.metadata!.namespace!;
+    const name = job.metadata!.name!;
+    let current: V1Job | undefined = job;
+    for (let attempt = 0; attempt < 5; attempt++) {
+      // Read again: the harvest may have taken long and the Job changed meanwhile.
+      current = await api.readJob(namespace, name);
+      if (!current || current.metadata?.uid !== job.metadata?.uid || deliveryRecordOf(current, this.o.key)) return { kind: 'done' };
+      if (signal.aborted) return { kind: 'done' };
+      const r = await api.patchJob(namespace, name, releasePatch(current, this.o.key, holdOf(current, this.o.key) ?? hold, delivery));
+      if (r === 'gone') return { kind: 'done' };
+      if (r === 'conflict') continue;
+      await this.event(current, delivery);
+      this.o.log('info', 'released the Job', { namespace, job: name, ttlSecondsAfterFinished: hold.originalTtl, ...delivery });
+      return { kind: 'done' };
+    }
+    return { kind: 'requeue', afterMs: this.retryMs };
+  }
+
+  private async report(job: V1Job, delivery: Delivery, signal: AbortSignal): Promise<ReconcileResult> {
+    if (signal.aborted) return { kind: 'done' };
+    const namespace = job.metadata!.namespace!;
+    const name = job.metadata!.name!;
+    const patch = { metadata: { resourceVersion: job.metadata?.resourceVersion, annotations: { [DELIVERY_ANNOTATION]: encodeDeliveryRecord(job, this.o.key, delivery) } } };
+    const r = await this.o.api.patchJob(namespace, name, patch);
+    if (r === 'gone') return { kind: 'done' };
+    // Changed meanwhile (maybe reported by another writer): look again.
+    if (r === 'conflict') return { kind: 'requeue', afterMs: 0 };
+    await this.event(job, delivery);
+    this.o.log('info', 'delivery reported', { namespace, job: name, ...delivery });
+    return { kind: 'done' };
+  }
+
+  private async event(job: V1Job, delivery: Delivery): Promise<void> {
+    const ev = deliveryEvent(delivery);
+    try {
+      await this.o.api.createEvent(job.metadata!.namespace!, jobEvent(job, ev.type, ev.reason, ev.message, this.o.identity ?? EVENT_SOURCE));
+    } catch (err) {
+      this.o.log('warn', 'could not record the delivery Event; the annotation is there', { namespace: job.metadata?.namespace, job: job.metadata?.name, error: (err as Error).message });
+    }
+  }
+}
+
+export function splitKey(key: string): [string, string] {
+  const i = key.indexOf('/');
+  return [key.slice(0, i), key.slice(i + 1)];
+}
+
+function withNotes(d: Delivery, notes: readonly string[]): Delivery {
+  return notes.length > 0 ? { ...d, notes: [...notes] } : d;
+}
+
+/** Why a pod left no count, as far as its status tells: the node lost above all. */
+function unaccountedNotes(pods: readonly V1Pod[], outcomes: readonly PodOutcome[]): string[] {
+  const out: string[] = [];
+  pods.forEach((p, i) => {
+    const o = outcomes[i]!.sidecar;
+    if (o.kind === 'reported' && o.message.state !== 'running') return;
+    if (o.kind === 'running') return;
+    const disruption = (p.status?.conditions ?? []).find((c) => c.type === 'DisruptionTarget' && c.status === 'True');
+    const nodeLost = p.status?.reason === 'NodeLost' || disruption?.reason === 'DeletionByTaintManager' || disruption?.reason === 'DeletionByPodGC';
+    const why = nodeLost ? 'node lost' : o.kind === 'never-ran' ? 'sidecar never ran' : o.kind === 'silent' ? `sidecar ended without a report (${o.reason ?? `exit ${o.exitCode ?? '?'}`})` : 'sidecar killed after a checkpoint';
+    out.push(`${p.metadata?.name ?? '?'}: ${why}`);
+  });
+  return out;
+}
+
+/** A core/v1 Event about a Job, as `kubectl describe job` lists them. */
+export function jobEvent(job: V1Job, type: 'Normal' | 'Warning', reason: string, message: string, instance: string): CoreV1Event {
+  const now = new Date();
+  return {
+    metadata: { generateName: `${job.metadata?.name ?? 'job'}.`, namespace: job.metadata?.namespace },
+    involvedObject: { apiVersion: 'batch/v1', kind: 'Job', name: job.metadata?.name, namespace: job.metadata?.namespace, uid: job.metadata?.uid },
+    type,
+    reason,
+    message,
+    source: { component: EVENT_SOURCE },
+    reportingComponent: EVENT_SOURCE,
+    reportingInstance: instance,
+    firstTimestamp: now,
+    lastTimestamp: now,
+    count: 1,
+  };
+}

@@ -1,0 +1,161 @@
+// Where a finished Job's logs went, from its pods' container statuses: the
+// sidecar's termination message (src/contract/termination.ts) in each pod.
+// Pure: the reconciler (harvester/reconcile.ts) reads the objects and writes
+// the annotation and the Event this computes.
+import type { V1ContainerStatus, V1Job, V1Pod } from '@kubernetes/client-node';
+import { DELIVERY_ANNOTATION, STATUS_ANNOTATION, type InjectionStatus } from '../src/contract/harvest.ts';
+import { decodeTermination, type TerminationMessage } from '../src/contract/termination.ts';
+
+export { DELIVERY_ANNOTATION };
+
+/** What one pod's sidecar left behind. */
+export type SidecarOutcome =
+  /** Still running, or the pod is: nothing to say yet. */
+  | { readonly kind: 'running' }
+  /** Exited with a termination message; `state: running` in it means it was killed after that checkpoint. */
+  | { readonly kind: 'reported'; readonly message: TerminationMessage; readonly exitCode: number | undefined }
+  /** Exited without a message of ours (killed before its first checkpoint, OOM, crash). */
+  | { readonly kind: 'silent'; readonly exitCode: number | undefined; readonly reason: string | undefined }
+  /** Never started (the pod failed before it, or was deleted). */
+  | { readonly kind: 'never-ran' };
+
+export interface PodOutcome {
+  readonly pod: string;
+  readonly uid: string;
+  readonly sidecar: SidecarOutcome;
+}
+
+/** The annotation's value. `lost` counts lines known lost; `unaccounted` pods left no count at all. */
+export interface Delivery {
+  readonly sink: string;
+  readonly pods: number;
+  readonly shipped: number;
+  readonly lost: number;
+  readonly unaccounted: number;
+  /** Lines the harvester shipped after the sidecar (included in `shipped`). */
+  readonly harvested?: number;
+  /**
+   * api mode: log streams the sidecars resumed past a kubelet rotation. The
+   * lines in between went into rotated files that pods/log does not serve, so
+   * neither the sidecar nor a harvest can ship them, and their number is unknown.
+   */
+  readonly resume_gaps?: number;
+  /**
+   * Why pods were not harvested or are unaccounted, one short line each
+   * (a forged sidecar, a destination not approved, a node lost).
+   */
+  readonly notes?: readonly string[];
+}
+
+export interface JobEvent {
+  readonly type: 'Normal' | 'Warning';
+  readonly reason: string;
+  readonly message: string;
+}
+
+export function injectionStatus(job: V1Job): InjectionStatus | undefined {
+  const raw = job.metadata?.annotations?.[STATUS_ANNOTATION];
+  if (!raw) return undefined;
+  try {
+    const s = JSON.parse(raw) as Partial<InjectionStatus>;
+    return typeof s.container === 'string' && typeof s.sink === 'string' ? (s as InjectionStatus) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Complete or Failed: no pod will be started any more. */
+export function jobFinished(job: V1Job): boolean {
+  return (job.status?.conditions ?? []).some((c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True');
+}
+
+/** When the Job finished: the TTL clock starts here. */
+export function finishedAt(job: V1Job): Date | undefined {
+  const c = (job.status?.conditions ?? []).find((x) => (x.type === 'Complete' || x.type === 'Failed') && x.status === 'True');
+  const t = c?.lastTransitionTime ?? job.status?.completionTime;
+  return t ? new Date(t) : undefined;
+}
+
+export function podDone(pod: V1Pod): boolean {
+  return pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed';
+}
+
+function statusOf(pod: V1Pod, container: string): V1ContainerStatus | undefined {
+  const all = [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])];
+  return all.find((s) => s.name === container);
+}
+
+export function sidecarOutcome(pod: V1Pod, container: string): SidecarOutcome {
+  const st = statusOf(pod, container);
+  const terminated = st?.state?.terminated;
+  if (terminated) {
+    const message = decodeTermination(terminated.message);
+    if (message) return { kind: 'reported', message, exitCode: terminated.exitCode };
+    return { kind: 'silent', exitCode: terminated.exitCode, reason: terminated.reason };
+  }
+  if (!podDone(pod)) return { kind: 'running' };
+  // A done pod whose sidecar has no terminated state never ran it (or the
+  // kubelet lost the state): either way nothing it read is known.
+  return st?.lastState?.terminated ? { kind: 'silent', exitCode: st.lastState.terminated.exitCode, reason: st.lastState.terminated.reason } : { kind: 'never-ran' };
+}
+
+export function podOutcome(pod: V1Pod, container: string): PodOutcome {
+  return { pod: pod.metadata?.name ?? '', uid: pod.metadata?.uid ?? '', sidecar: sidecarOutcome(pod, container) };
+}
+
+/** Whether the harvester has to read this pod's logs itself. */
+export function needsHarvest(o: SidecarOutcome): boolean {
+  if (o.kind === 'running') return false;
+  if (o.kind !== 'reported') return true;
+  // Dead-lettered lines were refused for good by the server (4xx): sending them
+  // again would be refused again, so they count as lost, not as work.
+  return o.message.state === 'running' || o.message.unsent > 0 || o.message.runs.length > 0;
+}
+
+/**
+ * The Job's delivery from the sidecars' own reports, before any harvest.
+ * A sidecar killed after a checkpoint counts what it had shipped; the lines it
+ * had not are unknown, so its pod is unaccounted.
+ */
+export function deliveryOf(sink: string, pods: readonly PodOutcome[]): Delivery {
+  let shipped = 0;
+  let lost = 0;
+  let unaccounted = 0;
+  for (const p of pods) {
+    const o = p.sidecar;
+    if (o.kind === 'reported') {
+      shipped += o.message.shipped;
+      lost += o.message.dead_lettered;
+      if (o.message.state === 'running') unaccounted++;
+      else lost += o.message.unsent;
+    } else if (o.kind !== 'running') unaccounted++;
+  }
+  return withResumeGaps({ sink, pods: pods.length, shipped, lost, unaccounted }, pods);
+}
+
+/** Adds the sidecars' resume gaps to a delivery; the field stays out when there are none. */
+export function withResumeGaps(d: Delivery, pods: readonly PodOutcome[]): Delivery {
+  let gaps = 0;
+  for (const p of pods) if (p.sidecar.kind === 'reported') gaps += p.sidecar.message.resume_gaps ?? 0;
+  return gaps > 0 ? { ...d, resume_gaps: gaps } : d;
+}
+
+const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
+
+/** The one Event `kubectl describe job` shows. */
+export function deliveryEvent(d: Delivery): JobEvent {
+  const head = `${plural(d.shipped, 'line')} from ${plural(d.pods, 'pod')} shipped to ${d.sink}`;
+  const harvested = d.harvested ? ` (${d.harvested} by the harvester)` : '';
+  const gaps = d.resume_gaps ?? 0;
+  if (d.lost === 0 && d.unaccounted === 0 && gaps === 0) return { type: 'Normal', reason: 'LogsShipped', message: `${head}${harvested}` };
+  const parts: string[] = [];
+  if (d.lost > 0) parts.push(`${plural(d.lost, 'line')} lost`);
+  if (d.unaccounted > 0) parts.push(`${plural(d.unaccounted, 'pod')} without a delivery report (lines may be lost)`);
+  if (gaps > 0) parts.push(`${plural(gaps, 'resume gap')} (lines may have been lost to a log rotation while the log stream was cut)`);
+  const notes = d.notes && d.notes.length > 0 ? ` (${d.notes.join('; ')})` : '';
+  return { type: 'Warning', reason: 'LogsLost', message: `${head}${harvested}; ${parts.join(', ')}${notes}` };
+}
+
+export function encodeDelivery(d: Delivery): string {
+  return JSON.stringify(d);
+}

@@ -1,0 +1,143 @@
+// Ships one finished pod's missing lines with the sidecar's engine, used as a
+// library: its api-mode reader, records, encoders, delivery and sinks, built
+// from a typed configuration. Everything that decides where and how much to
+// send comes from the harvester's own settings and the operator's approved
+// destination; from the pod it takes only identity and the positions in its
+// sidecar's (validated) termination message.
+import type { V1Pod } from '@kubernetes/client-node';
+import { readFile } from 'node:fs/promises';
+import { ENV } from '../src/contract/env.ts';
+import type { TerminationMessage } from '../src/contract/termination.ts';
+import type { Config, KubeCredentials } from '../sidecar/config.ts';
+import { MemoryCheckpoint, type CheckpointEntry } from '../sidecar/delivery/checkpoint.ts';
+import { CountingDeadLetter } from '../sidecar/delivery/deadletter.ts';
+import { withLogFields } from '../sidecar/log.ts';
+import { Pipeline } from '../sidecar/pipeline.ts';
+import { countMissing } from '../sidecar/sources/api/api-source.ts';
+import type { Destination } from './destinations.ts';
+
+/** Request and batch sizes: the harvester's, never the pod's. */
+export interface ShipLimits {
+  readonly batchMaxBytes: number;
+  readonly batchMaxRecords: number;
+  readonly batchMaxWaitMs: number;
+  readonly maxInFlight: number;
+  readonly requestTimeoutMs: number;
+  readonly maxRecordBytes: number;
+  readonly maxResponseBytes: number;
+}
+
+const num = (k: keyof typeof ENV): number => Number((ENV[k] as { default?: string }).default);
+
+/** The sidecar's defaults, with one request in flight and a small answer cap: many harvests share one process. */
+export const DEFAULT_LIMITS: ShipLimits = {
+  batchMaxBytes: num('BATCH_MAX_BYTES'),
+  batchMaxRecords: num('BATCH_MAX_RECORDS'),
+  batchMaxWaitMs: num('BATCH_MAX_WAIT_MS'),
+  maxInFlight: 1,
+  requestTimeoutMs: num('REQUEST_TIMEOUT_MS'),
+  maxRecordBytes: num('MAX_RECORD_BYTES'),
+  maxResponseBytes: 4 * 1024 * 1024,
+};
+
+export interface KubeAccess {
+  readonly apiUrl: URL;
+  readonly credentials: () => Promise<KubeCredentials>;
+}
+
+export interface ShipRequest {
+  readonly pod: V1Pod;
+  /** The sidecar's container name, from the signed injection. */
+  readonly sidecar: string;
+  readonly message: TerminationMessage | undefined;
+  readonly destination: Destination;
+  readonly kube: KubeAccess;
+  readonly limits: ShipLimits;
+  /** How long the shipping may retry: the rest of the maximum hold. */
+  readonly deadlineMs: number;
+  readonly signal: AbortSignal;
+}
+
+export interface ShipResult {
+  /** Lines after the sidecar's positions: not at the server by its account. */
+  readonly missing: number;
+  readonly shipped: number;
+  readonly lost: number;
+}
+
+/** Where the api reader resumes: the message's positions, its finished runs skipped. */
+export function checkpointOf(message: TerminationMessage | undefined): Map<string, CheckpointEntry> {
+  const files = new Map<string, CheckpointEntry>();
+  for (const run of message?.done ?? []) files.set(`${run}/api`, { offset: 0, done: true });
+  for (const [container, restart, ts, n, o] of message?.runs ?? []) {
+    if (ts === null) continue;
+    // Node mode does not know line numbers; any count > 0 makes the reader skip by timestamp.
+    files.set(`${container}/${restart}/api`, { offset: o ?? Math.max(1, n), done: false, ts, n: Math.max(1, n) });
+  }
+  return files;
+}
+
+async function secret(file: string | undefined): Promise<string | undefined> {
+  if (!file) return undefined;
+  return (await readFile(file, 'utf8')).trim();
+}
+
+/** The engine's configuration for one pod: typed, built here, no environment involved. */
+export async function shipConfig(req: Omit<ShipRequest, 'signal'>): Promise<Config> {
+  const { pod, destination: d, limits } = req;
+  const token = await secret(d.auth?.tokenFile);
+  const username = await secret(d.auth?.usernameFile);
+  const password = await secret(d.auth?.passwordFile);
+  return {
+    identity: {
+      namespace: pod.metadata?.namespace ?? '',
+      pod: pod.metadata?.name ?? '',
+      podUid: pod.metadata?.uid ?? '',
+      node: pod.spec?.nodeName ?? '',
+      job: pod.metadata?.labels?.['batch.kubernetes.io/job-name'] ?? '',
+    },
+    selfContainer: req.sidecar,
+    mode: 'api',
+    logDir: '',
+    stateDir: '',
+    sink: d.sink,
+    endpoint: d.endpoint,
+    headers: {},
+    gzip: true,
+    gzipLevel: num('GZIP_LEVEL'),
+    tls: { ...(d.tls ?? {}), insecureSkipVerify: false },
+    auth: { scheme: 'Bearer', ...(token ? { token } : {}), ...(username ? { username, password } : {}) },
+    esIndex: d.esIndex ?? String((ENV.ES_INDEX as { default?: string }).default),
+    otlpEncoding: d.otlpEncoding ?? 'protobuf',
+    ...(d.lokiTenant ? { lokiTenant: d.lokiTenant } : {}),
+    drainMs: Math.max(1000, req.deadlineMs),
+    maxRecordBytes: limits.maxRecordBytes,
+    batchMaxBytes: limits.batchMaxBytes,
+    batchMaxRecords: limits.batchMaxRecords,
+    batchMaxWaitMs: limits.batchMaxWaitMs,
+    maxInFlight: limits.maxInFlight,
+    metricsPort: 0,
+    pollMs: 500,
+    requestTimeoutMs: limits.requestTimeoutMs,
+    logLevel: 'info',
+    failureExitCode: 3,
+    deadLetterMaxBytes: 0,
+    terminationLog: '',
+    kube: { apiUrl: req.kube.apiUrl, tokenDir: '', credentials: req.kube.credentials },
+    maxResponseBytes: limits.maxResponseBytes,
+  };
+}
+
+export function shipPod(req: ShipRequest): Promise<ShipResult> {
+  const pod = req.pod;
+  return withLogFields({ namespace: pod.metadata?.namespace, pod: pod.metadata?.name, job: pod.metadata?.labels?.['batch.kubernetes.io/job-name'] }, async () => {
+    const config = await shipConfig(req);
+    const checkpoint = checkpointOf(req.message);
+    const missing = await countMissing({ config, checkpoint, signal: req.signal });
+    if (missing === 0) return { missing, shipped: 0, lost: 0 };
+    const p = new Pipeline(config, { checkpoint: new MemoryCheckpoint(checkpoint), deadLetter: new CountingDeadLetter(), signal: req.signal });
+    await p.start();
+    const summary = await p.drain();
+    return { missing, shipped: summary.lines_shipped, lost: Math.max(0, missing - summary.lines_shipped) };
+  });
+}

@@ -1,0 +1,23 @@
+// Names the webhook writes at admission and the harvester reads back. Both
+// programs import this file; neither imports the other.
+
+/** Set on every Job the webhook injected and signed: the harvester watches only these. */
+export const INJECTED_LABEL = 'jobharvest.io/injected';
+/** The original TTL while the harvester holds a Job (signed by the harvester). */
+export const HOLD_ANNOTATION = 'jobharvest.io/hold';
+/** Where a finished Job's logs went (signed by the harvester). */
+export const DELIVERY_ANNOTATION = 'jobharvest.io/delivery';
+/** What the webhook recorded about an injection (jobharvest.io/status). */
+export const STATUS_ANNOTATION = 'jobharvest.io/status';
+
+/** What the status annotation records, so a reader can tell what jobharvest changed. */
+export interface InjectionStatus {
+  version: string;
+  mode: 'node' | 'api';
+  sink: string;
+  container: string;
+  volumes: string[];
+  ttlSecondsAfterFinished: number | null;
+  terminationGracePeriodSeconds: number | null;
+  defaultContainer: string | null;
+}

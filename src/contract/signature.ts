@@ -1,0 +1,76 @@
+// Proof that jobharvest wrote something a tenant could also have written.
+//
+// A tenant controls everything in a Job: a hand-written `jobharvest.io/status`,
+// a container named `jobharvest`, `jobharvest.io/hold` or `.../delivery` set
+// in advance or patched in later. The harvester acts with jobharvest's own
+// identity and credentials, so it acts only on what carries an HMAC made with
+// a key that only the webhook and the harvester hold (a Secret in
+// jobharvest's namespace). The webhook signs what it injected; the harvester
+// signs the hold and the delivery record it writes. Both sides import this file.
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+
+export const SIGNATURE_ANNOTATION = 'jobharvest.io/signature';
+const PREFIX = 'v1.';
+/** Below this a key is guessable; the chart generates 32 random bytes. */
+export const MIN_KEY_BYTES = 16;
+
+export type SigningKey = Buffer;
+
+export function checkKey(key: Buffer): SigningKey {
+  if (key.length < MIN_KEY_BYTES) throw new Error(`the signing key must be at least ${MIN_KEY_BYTES} bytes, got ${key.length}`);
+  return key;
+}
+
+/** Keys may be stored as text in a Secret: surrounding whitespace is not part of them. */
+export function keyFromText(text: string | Buffer): SigningKey {
+  return checkKey(Buffer.from(String(text).trim(), 'utf8'));
+}
+
+function mac(key: SigningKey, purpose: string, parts: readonly string[]): string {
+  const h = createHmac('sha256', key);
+  // Length-prefixed, so no two different part lists hash the same bytes.
+  for (const p of [purpose, ...parts]) h.update(`${Buffer.byteLength(p)}:${p};`);
+  return PREFIX + h.digest('base64url');
+}
+
+export function sign(key: SigningKey, purpose: string, parts: readonly string[]): string {
+  return mac(key, purpose, parts);
+}
+
+export function verify(key: SigningKey, purpose: string, parts: readonly string[], signature: unknown): boolean {
+  if (typeof signature !== 'string' || !signature.startsWith(PREFIX)) return false;
+  const want = Buffer.from(mac(key, purpose, parts));
+  const got = Buffer.from(signature);
+  return want.length === got.length && timingSafeEqual(want, got);
+}
+
+type Obj = Record<string, unknown>;
+
+/**
+ * The parts of the sidecar container that decide what it does and where it
+ * sends, in a form the API server's defaulting leaves alone (it adds
+ * `terminationMessagePath`, `imagePullPolicy` and the like, never touches these).
+ */
+export function sidecarDigest(container: Obj | undefined): string {
+  if (!container) return '';
+  const env = ((container.env as Obj[] | undefined) ?? []).map((e) => {
+    const from = e.valueFrom as Obj | undefined;
+    const ref = (from?.secretKeyRef ?? from?.configMapKeyRef) as Obj | undefined;
+    const field = from?.fieldRef as Obj | undefined;
+    return [e.name, e.value ?? null, ref ? [from?.secretKeyRef ? 's' : 'c', ref.name, ref.key] : null, field ? field.fieldPath : null];
+  });
+  const mounts = ((container.volumeMounts as Obj[] | undefined) ?? []).map((m) => [m.name, m.mountPath, m.subPath ?? null, m.subPathExpr ?? null, m.readOnly === true]);
+  const shape = [container.name, container.image, container.command ?? null, container.args ?? null, container.restartPolicy ?? null, env, mounts];
+  return createHash('sha256').update(JSON.stringify(shape)).digest('base64url');
+}
+
+/** What the webhook signs at admission: the namespace, the status it recorded, and the sidecar it rendered. */
+export function injectionParts(namespace: string, status: string, sidecar: Obj | undefined): string[] {
+  return [namespace, status, sidecarDigest(sidecar)];
+}
+
+export const PURPOSE = {
+  injection: 'injection',
+  hold: 'hold',
+  delivery: 'delivery',
+} as const;
