@@ -109,13 +109,20 @@ export function startLeader(api: LeaseApi, opts: LeaderOptions): Leader {
     leading = ac;
     workSettled = false;
     log('info', 'started leading', { lease: name, identity });
-    work = (async () => {
-      await opts.onStartedLeading(ac.signal);
-    })()
-      .catch((err: unknown) => log('error', 'leader work failed', { lease: name, error: messageOf(err) }))
-      .finally(() => {
+    // `work` is in place before the callback runs, so a stop() it calls
+    // itself still waits for it.
+    let settle!: () => void;
+    work = new Promise<void>((r) => (settle = r));
+    void (async () => {
+      try {
+        await opts.onStartedLeading(ac.signal);
+      } catch (err) {
+        log('error', 'leader work failed', { lease: name, error: messageOf(err) });
+      } finally {
         workSettled = true;
-      });
+        settle();
+      }
+    })();
   }
 
   // Steps down at the deadline even while a round is still waiting on the API
@@ -182,7 +189,7 @@ export function startLeader(api: LeaseApi, opts: LeaderOptions): Leader {
     try {
       outcome = await within(limit, (ac) => (attempt = ac), tryAcquireOrRenew);
     } catch (err) {
-      log(holding ? 'warn' : 'debug', holding ? 'could not renew the lease' : 'could not acquire the lease', { lease: name, error: messageOf(err) });
+      log('warn', holding ? 'could not renew the lease' : 'could not read or take the lease', { lease: name, error: messageOf(err) });
     } finally {
       attempt = undefined;
     }
@@ -207,11 +214,13 @@ export function startLeader(api: LeaseApi, opts: LeaderOptions): Leader {
 
   function tick(): void {
     const started = now();
-    round = once().finally(() => {
-      if (stopped) return;
-      roundTimer = setTimeout(tick, Math.max(0, started + retryPeriodMs - now()));
-      roundTimer.unref();
-    });
+    round = once()
+      .catch((err: unknown) => log('error', 'leader election round failed', { lease: name, error: messageOf(err) }))
+      .finally(() => {
+        if (stopped) return;
+        roundTimer = setTimeout(tick, Math.max(0, started + retryPeriodMs - now()));
+        roundTimer.unref();
+      });
   }
 
   async function release(): Promise<void> {

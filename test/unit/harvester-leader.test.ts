@@ -360,6 +360,33 @@ describe('leader election', () => {
     await s;
   });
 
+  it('a stop() called from onStartedLeading still waits for that work', async () => {
+    const api = new FakeLeases();
+    const stage = new Stage();
+    let ended = false;
+    let stopped: Promise<void> | undefined;
+    let leader: Leader | undefined = undefined;
+    const a = candidate(api, stage, 'a', {
+      onStartedLeading: async (signal) => {
+        stopped = leader!.stop();
+        await new Promise((r) => setTimeout(r, 3_000));
+        ended = signal.aborted;
+      },
+    });
+    leader = a.leader;
+    await run(500, stage, [a]);
+    expect(stopped).toBeDefined();
+    let done = false;
+    void stopped!.then(() => (done = true));
+    await run(2_000, stage, [a]);
+    expect(done).toBe(false);
+    expect(api.lease?.spec?.holderIdentity).toBe('a');
+    await run(1_000, stage, [a]);
+    expect(ended).toBe(true);
+    expect(done).toBe(true);
+    expect(api.lease?.spec?.holderIdentity).toBeUndefined();
+  });
+
   it('never lets two candidates act at once, whatever their connections do', async () => {
     const mode = fc.oneof(
       { weight: 3, arbitrary: fc.constant<Mode>('ok') },

@@ -62,6 +62,28 @@ describe('work queue', () => {
     await q.shutdown();
   });
 
+  it('a reconcile that adds its own key gets one more run, after this one', async () => {
+    let runs = 0;
+    let inFlight = 0;
+    let overlap = false;
+    const q = new WorkQueue(
+      async (k) => {
+        if (++inFlight > 1) overlap = true;
+        if (++runs === 1) q.add(k);
+        await flush();
+        inFlight--;
+        return done;
+      },
+      { concurrency: 2 },
+    );
+    q.start();
+    q.add('job');
+    await q.idle();
+    expect(runs).toBe(2);
+    expect(overlap).toBe(false);
+    await q.shutdown();
+  });
+
   it('runs no more than `concurrency` reconciles at once, and reaches it with many keys', async () => {
     let now = 0;
     let max = 0;
