@@ -1,5 +1,8 @@
-import { HttpMethod, RequestContext, type ConfigurationOptions, type V1Lease } from '@kubernetes/client-node';
+import { CoordinationV1Api, HttpMethod, KubeConfig, RequestContext, type ConfigurationOptions, type V1Lease } from '@kubernetes/client-node';
 import fc from 'fast-check';
+import { once } from 'node:events';
+import { createServer, type IncomingMessage } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { startLeader, type Leader, type LeaderOptions, type LeaseApi } from '../../harvester/leader.ts';
 import { checkTimings, leaseAction, observe, type LeaseView } from '../../harvester/lease.ts';
@@ -414,5 +417,47 @@ describe('leader election', () => {
       }),
       { numRuns: 15 },
     );
+  });
+});
+
+describe('leader election against client-node', () => {
+  it("cuts off a hung request through client-node's own HTTP call, not only by ceasing to wait", async () => {
+    const requests: IncomingMessage[] = [];
+    const closed: string[] = [];
+    // An API server that accepts requests and never answers.
+    const server = createServer((req) => {
+      requests.push(req);
+      req.socket.once('close', () => closed.push(req.url ?? ''));
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const kc = new KubeConfig();
+    kc.loadFromOptions({
+      clusters: [{ name: 'c', server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true }],
+      users: [{ name: 'u' }],
+      contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+      currentContext: 'x',
+    });
+    const leader = startLeader(kc.makeApiClient(CoordinationV1Api), {
+      namespace: 'jh',
+      name: 'jobharvest-harvester',
+      identity: 'a',
+      leaseDurationMs: 1_500,
+      renewDeadlineMs: 1_000,
+      retryPeriodMs: 200,
+      onStartedLeading: () => {},
+      onStoppedLeading: () => {},
+    });
+    try {
+      await new Promise((r) => setTimeout(r, 700));
+      expect(requests.length).toBeGreaterThan(1);
+      expect(requests[0]!.url).toBe('/apis/coordination.k8s.io/v1/namespaces/jh/leases/jobharvest-harvester');
+      // Every request but the latest was aborted by the client at its time limit.
+      expect(closed.length).toBeGreaterThanOrEqual(requests.length - 1);
+    } finally {
+      await leader.stop();
+      server.closeAllConnections();
+      server.close();
+    }
   });
 });
