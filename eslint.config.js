@@ -27,6 +27,22 @@ const SIDECAR_ZONE = {
   message: 'the sidecar may import only the env contract (src/contract/) from src/.',
 };
 
+// The harvester is its own program on the sidecar's engine: it may import the
+// engine (sidecar/) and the contract (src/contract/), never the webhook.
+const HARVESTER_ZONE = {
+  target: './harvester',
+  from: './src',
+  except: ['./contract'],
+  message: 'the harvester may import only the contract (src/contract/) from src/.',
+};
+// Programs never depend on each other: the webhook loads neither the sidecar
+// nor the harvester, and the sidecar does not load the harvester.
+const PROGRAM_ZONES = [
+  { target: './src', from: './sidecar', message: 'the webhook meets the sidecar only through src/contract/.' },
+  { target: './src', from: './harvester', message: 'the webhook meets the harvester only through src/contract/: a harvester that crashes must not touch admission.' },
+  { target: './sidecar', from: './harvester', message: 'the sidecar is the engine; the harvester builds on it, not the other way round.' },
+];
+
 export default tseslint.config(
   { ignores: ['dist/', 'node_modules/', 'test/harness/cluster/bin/', 'coverage/', '.cache/', '.tmp/'] },
   js.configs.recommended,
@@ -54,7 +70,7 @@ export default tseslint.config(
     rules: {
       // Packages cannot import back into the project, so their graphs need no walk.
       'import-x/no-cycle': ['error', { ignoreExternal: true }],
-      'import-x/no-restricted-paths': ['error', { basePath: here, zones: [...SUITE_ZONES, SIDECAR_TEST_ZONE] }],
+      'import-x/no-restricted-paths': ['error', { basePath: here, zones: [...SUITE_ZONES, SIDECAR_TEST_ZONE, ...PROGRAM_ZONES] }],
     },
   },
   {
@@ -63,7 +79,15 @@ export default tseslint.config(
     files: ['sidecar/**/*.ts'],
     ignores: ['sidecar/test/**', 'sidecar/**/*.test.ts'],
     rules: {
-      'import-x/no-restricted-paths': ['error', { basePath: here, zones: [...SUITE_ZONES, SIDECAR_TEST_ZONE, SIDECAR_ZONE] }],
+      'import-x/no-restricted-paths': ['error', { basePath: here, zones: [...SUITE_ZONES, SIDECAR_TEST_ZONE, SIDECAR_ZONE, ...PROGRAM_ZONES] }],
+    },
+  },
+  {
+    // The harvester's own tests borrow the sidecar's test fakes; they are not in the bundle.
+    files: ['harvester/**/*.ts'],
+    ignores: ['harvester/test/**'],
+    rules: {
+      'import-x/no-restricted-paths': ['error', { basePath: here, zones: [...SUITE_ZONES, SIDECAR_TEST_ZONE, HARVESTER_ZONE, ...PROGRAM_ZONES] }],
     },
   },
 );

@@ -6,7 +6,7 @@ export default defineConfig({
       {
         test: {
           name: 'unit',
-          include: ['test/unit/**/*.test.ts', 'sidecar/**/*.test.ts'],
+          include: ['test/unit/**/*.test.ts', 'sidecar/**/*.test.ts', 'harvester/**/*.test.ts'],
           testTimeout: 20_000,
         },
       },

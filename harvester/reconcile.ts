@@ -14,12 +14,12 @@ import { DELIVERY_ANNOTATION } from '../src/contract/harvest.ts';
 import { matchDestination, type Destination } from './destinations.ts';
 import { deliveryRecordOf, encodeDeliveryRecord, holdDeadline, holdOf, holdPatch, releasePatch, type Hold } from './hold.ts';
 import type { Log } from './log.ts';
+import type { ReconcileResult } from './queue.ts';
 import { deliveryEvent, deliveryOf, finishedAt, jobFinished, needsHarvest, podDone, podOutcome, withResumeGaps, type Delivery, type PodOutcome } from './report.ts';
 import type { ShipRequest, ShipResult } from './ship.ts';
 import { ownedPods, verifyInjection } from './trust.ts';
 import type { KubeAccess, ShipLimits } from './ship.ts';
 
-export type ReconcileResult = { kind: 'done' } | { kind: 'requeue'; afterMs: number };
 
 export type WriteResult = 'ok' | 'conflict' | 'gone';
 
@@ -163,10 +163,9 @@ export class Reconciler {
     const { api } = this.o;
     const namespace = job.metadata!.namespace!;
     const name = job.metadata!.name!;
-    let current: V1Job | undefined = job;
     for (let attempt = 0; attempt < 5; attempt++) {
       // Read again: the harvest may have taken long and the Job changed meanwhile.
-      current = await api.readJob(namespace, name);
+      const current = await api.readJob(namespace, name);
       if (!current || current.metadata?.uid !== job.metadata?.uid || deliveryRecordOf(current, this.o.key)) return { kind: 'done' };
       if (signal.aborted) return { kind: 'done' };
       const r = await api.patchJob(namespace, name, releasePatch(current, this.o.key, holdOf(current, this.o.key) ?? hold, delivery));

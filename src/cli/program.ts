@@ -82,10 +82,8 @@ export function program(): Command {
     .option('--tls-key <file>', 'cert-manager/provided: serving key (PEM)')
     .option('--log-reader-clusterrole <name>', 'api mode: ClusterRole bound in opted-in namespaces', 'jobharvest-log-reader')
     .option('--no-api-rbac', 'do not manage the api-mode RoleBindings')
-    .option('--no-delivery-report', "do not annotate finished Jobs with where their logs went, nor record the Event")
-    .option('--max-hold-seconds <s>', 'harvester: longest a finished Job is held while its missing lines are shipped; 0 turns the harvester off', '86400')
-    .option('--lease-seconds <s>', 'leader election: Lease duration; one replica reports and harvests', '15')
-    .option('--service-account <name>', "the webhook's own service account, bound to the log reader in opted-in namespaces for the delivery report (default: no binding, e.g. out of cluster)")
+    .option('--signing-key-file <file>', 'sign each injection with this key, so the harvester can tell it from a forgery (without it, no Job is ever harvested)')
+    .option('--harvester-service-account <name>', "the harvester's service account in the webhook's namespace, bound to the log reader in opted-in namespaces (default: no binding, e.g. out of cluster)")
     .option('--cert-interval-seconds <s>', 'how often the certificate Secret is checked', '30')
     .option('--cabundle-interval-seconds <s>', 'how often the caBundle is checked', '30')
     .action(async (flags) => {

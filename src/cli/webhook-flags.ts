@@ -23,10 +23,8 @@ export interface WebhookFlags {
   webhookConfigName?: string;
   logReaderClusterrole: string;
   apiRbac: boolean;
-  deliveryReport: boolean;
-  serviceAccount?: string;
-  maxHoldSeconds?: string;
-  leaseSeconds?: string;
+  harvesterServiceAccount?: string;
+  signingKeyFile?: string;
   certIntervalSeconds?: string;
   cabundleIntervalSeconds?: string;
 }
@@ -42,12 +40,6 @@ function millis(name: string, v: string | undefined): number | undefined {
   const n = Number(v);
   if (!Number.isFinite(n) || n <= 0) bad(`--${name} ${v}: not a positive number of seconds`);
   return n * 1000;
-}
-
-function wholeSeconds(name: string, v: string, min: number, max: number): number {
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < min || n > max) bad(`--${name} ${v}: expected whole seconds from ${min} to ${max}`);
-  return n;
 }
 
 function oneOf<T extends string>(name: string, v: string | undefined, allowed: readonly T[]): T | undefined {
@@ -84,10 +76,8 @@ export function webhookOptions(flags: WebhookFlags): WebhookOptions {
     webhookConfigName: flags.webhookConfigName,
     logReaderClusterRole: flags.logReaderClusterrole,
     apiRbac: flags.apiRbac,
-    deliveryReport: flags.deliveryReport !== false,
-    serviceAccount: flags.serviceAccount,
-    maxHoldSeconds: wholeSeconds('max-hold-seconds', flags.maxHoldSeconds ?? '86400', 0, 7 * 86400),
-    leaseSeconds: wholeSeconds('lease-seconds', flags.leaseSeconds ?? '15', 1, 3600),
+    harvesterServiceAccount: flags.harvesterServiceAccount,
+    signingKeyFile: flags.signingKeyFile,
     certIntervalMs: millis('cert-interval-seconds', flags.certIntervalSeconds),
     caBundleIntervalMs: millis('cabundle-interval-seconds', flags.cabundleIntervalSeconds),
   };

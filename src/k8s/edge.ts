@@ -1,4 +1,4 @@
-import { AdmissionregistrationV1Api, CoreV1Api, RbacAuthorizationV1Api, VersionApi, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, CoreV1Api, RbacAuthorizationV1Api, VersionApi, type KubeConfig } from '@kubernetes/client-node';
 import type { ReviewDeps } from '../core/admission.ts';
 import type { Config } from '../core/config.ts';
 import { parseServerVersion, supportsNativeSidecars, type ServerVersion } from '../core/server-version.ts';
@@ -13,11 +13,7 @@ import { messageOf } from './errors.ts';
 import { retryUntil } from './retry.ts';
 import { managedByLabels } from './labels.ts';
 import type { Log } from './log.ts';
-import { LogReaderRbac, optedIn } from './log-reader-rbac.ts';
-import { startDeliveryController, type DeliveryController } from './delivery-controller.ts';
-import { startLeader } from './leader.ts';
-import type { TerminationMessage } from '../contract/termination.ts';
-import { hostname } from 'node:os';
+import { LogReaderRbac } from './log-reader-rbac.ts';
 import { startNamespaceCache } from './namespace-cache.ts';
 import { registerUrlWebhook } from './register.ts';
 
@@ -39,14 +35,14 @@ export interface EdgeOptions {
   failurePolicy?: 'Ignore' | 'Fail';
   logReaderClusterRole: string;
   apiRbac: boolean;
-  /** Annotate finished Jobs with where their logs went, and record one Event. */
-  deliveryReport?: boolean;
-  /** The webhook's own service account: bound to the log reader in opted-in namespaces. */
-  serviceAccount?: string | undefined;
-  /** The harvester's maximum hold; 0 or unset: no harvester, the report only. */
-  maxHoldSeconds?: number;
-  /** Leader-election Lease duration (tests shorten it). */
-  leaseSeconds?: number;
+  /**
+   * The harvester's service account (in the webhook's namespace): bound to
+   * the log reader in opted-in namespaces, so it can read the pods it reports
+   * on and ship what their sidecars could not. Unset: no binding (out of cluster).
+   */
+  harvesterServiceAccount?: string | undefined;
+  /** Signs each injection for the harvester (src/contract/signature.ts). */
+  signingKey?: Buffer | undefined;
   tlsCertFile?: string | undefined;
   tlsKeyFile?: string | undefined;
   certIntervalMs?: number;
@@ -77,7 +73,7 @@ export async function startEdgeWith(kc: KubeConfig, opts: EdgeOptions): Promise<
   const stops: Array<() => void | Promise<void>> = [];
   const version = await serverVersion(kc, log);
 
-  const webhookSubject = opts.deliveryReport && opts.serviceAccount ? { serviceAccount: opts.serviceAccount, namespace: opts.namespace } : undefined;
+  const webhookSubject = opts.harvesterServiceAccount ? { serviceAccount: opts.harvesterServiceAccount, namespace: opts.namespace } : undefined;
   const rbac =
     opts.apiRbac || webhookSubject
       ? new LogReaderRbac(kc.makeApiClient(RbacAuthorizationV1Api), { config: opts.config, clusterRole: opts.logReaderClusterRole, log, sidecars: opts.apiRbac, webhook: webhookSubject })
@@ -163,50 +159,6 @@ export async function startEdgeWith(kc: KubeConfig, opts: EdgeOptions): Promise<
   }
   opts.onCertExpiry?.(secondsUntilExpiry(tls.cert, new Date()));
   caBundle?.start();
-  if (opts.deliveryReport) {
-    // One replica reports and harvests: the holder of the Lease.
-    const harvester = opts.maxHoldSeconds
-      ? {
-          maxHoldSeconds: opts.maxHoldSeconds,
-          run: async (pod: V1Pod, container: string, message: TerminationMessage | undefined, deadlineMs: number) => {
-            const { harvestPod } = await import('./harvest-runner.ts');
-            return harvestPod(kc, pod, container, message, { deadlineMs });
-          },
-        }
-      : undefined;
-    let controller: Promise<DeliveryController> | undefined;
-    const leader = startLeader(kc, {
-      namespace: opts.namespace,
-      name: `${opts.serviceName}-leader`,
-      identity: process.env.POD_NAME ?? `${hostname()}-${process.pid}`,
-      log,
-      ...(opts.leaseSeconds ? { leaseSeconds: opts.leaseSeconds, retryMs: Math.max(100, Math.floor((opts.leaseSeconds * 1000) / 5)) } : {}),
-      onStartedLeading: () => {
-        // The report reads pods through the log-reader RoleBindings of this
-        // webhook's own service account; the namespace cache has queued one for
-        // every opted-in namespace. Starting before they exist makes the first
-        // reports of Jobs already finished there fail with 403 and retry.
-        controller = (rbac?.idle() ?? Promise.resolve()).then(() => startDeliveryController(kc, {
-            log,
-            inScope: async (name) => {
-              const ns = await namespaces.get(name);
-              // A terminating namespace has dropped its bindings and refuses new ones.
-              return ns !== undefined && !ns.terminating && optedIn(ns, opts.config);
-            },
-            ...(harvester ? { harvester } : {}),
-          }));
-      },
-      onStoppedLeading: () => {
-        const c = controller;
-        controller = undefined;
-        void c?.then((x) => x.stop());
-      },
-    });
-    stops.push(async () => {
-      await leader.stop();
-      await (await controller)?.stop();
-    });
-  }
   if (caBundle) stops.push(() => caBundle.stop());
 
   return {
@@ -214,6 +166,7 @@ export async function startEdgeWith(kc: KubeConfig, opts: EdgeOptions): Promise<
       config: opts.config,
       namespace: (n) => namespaces.get(n),
       serverVersion: () => version,
+      signingKey: opts.signingKey,
       ...(rbac
         ? {
             onInjected: (ns, d) => {

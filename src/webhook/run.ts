@@ -1,5 +1,6 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
+import { keyFromText } from '../contract/signature.ts';
 import { build } from '../http/app.ts';
 import { createMetrics } from '../http/metrics.ts';
 import { earlyLog, webhookLogger } from '../http/logging.ts';
@@ -29,13 +30,10 @@ export interface WebhookOptions {
   webhookConfigName: string | undefined;
   logReaderClusterRole: string;
   apiRbac: boolean;
-  /** Annotate finished Jobs with `jobharvest.io/delivery` and record one Event. */
-  deliveryReport: boolean;
-  /** The webhook's service account, bound to the log reader in opted-in namespaces. */
-  serviceAccount: string | undefined;
-  /** Harvester's maximum hold; 0: no harvester. */
-  maxHoldSeconds: number;
-  leaseSeconds: number;
+  /** The harvester's service account, bound to the log reader in opted-in namespaces. */
+  harvesterServiceAccount: string | undefined;
+  /** The key injections are signed with; the harvester verifies with the same one. */
+  signingKeyFile: string | undefined;
   certIntervalMs: number | undefined;
   caBundleIntervalMs: number | undefined;
 }
@@ -48,6 +46,7 @@ export async function runWebhook(flags: WebhookOptions): Promise<void> {
   const logger = webhookLogger({ level: process.env.LOG_LEVEL ?? 'info' });
   const early = earlyLog;
 
+  const signingKey = flags.signingKeyFile ? keyFromText(readFileSync(flags.signingKeyFile)) : undefined;
   let edge: Edge | undefined;
   if (!flags.standalone) {
     const { startEdge } = await import('../k8s/edge.ts');
@@ -68,10 +67,8 @@ export async function runWebhook(flags: WebhookOptions): Promise<void> {
       ...(flags.failurePolicy ? { failurePolicy: flags.failurePolicy } : {}),
       logReaderClusterRole: flags.logReaderClusterRole,
       apiRbac: flags.apiRbac,
-      deliveryReport: flags.deliveryReport,
-      serviceAccount: flags.serviceAccount,
-      maxHoldSeconds: flags.maxHoldSeconds,
-      leaseSeconds: flags.leaseSeconds,
+      harvesterServiceAccount: flags.harvesterServiceAccount,
+      signingKey,
       tlsCertFile: flags.tlsCert,
       tlsKeyFile: flags.tlsKey,
       ...(certIntervalMs ? { certIntervalMs } : {}),
@@ -96,7 +93,7 @@ export async function runWebhook(flags: WebhookOptions): Promise<void> {
       tls = bundle.serving;
       if (flags.caOut) writeFileSync(flags.caOut, bundle.ca.cert, { mode: 0o644 });
     }
-    deps = { config, namespace: () => undefined, serverVersion: () => undefined, assumeOptedIn: true };
+    deps = { config, namespace: () => undefined, serverVersion: () => undefined, assumeOptedIn: true, signingKey };
   }
 
   const app: FastifyInstance = build({ deps, tls, logger, metrics, ...(edge ? { readiness: edge.readiness } : {}) });

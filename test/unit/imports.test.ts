@@ -51,3 +51,37 @@ describe('src/ module graph', () => {
     expect(cycle, `import cycle: ${cycle?.join(' → ')}`).toBeUndefined();
   });
 });
+
+/** Every import of one file, static or dynamic, as absolute paths. */
+function allImportsOf(file: string): string[] {
+  const text = readFileSync(file, 'utf8');
+  const found = [...text.matchAll(/(?:\sfrom\s+|import\(\s*)'(\.[^']+)'/g)].map((m) => resolve(dirname(file), m[1]!));
+  return found;
+}
+
+describe('programs depend on shared layers, never on each other', () => {
+  const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+  const files = (dir: string) => sources(join(ROOT, dir)).filter((f) => !f.includes('/test/'));
+  const under = (f: string, dir: string) => f.startsWith(join(ROOT, dir) + '/');
+
+  it('the webhook (src/) imports nothing of the sidecar or the harvester, not even lazily', () => {
+    const bad = files('src').flatMap((f) => allImportsOf(f).filter((i) => under(i, 'sidecar') || under(i, 'harvester')).map((i) => `${relative(ROOT, f)} → ${relative(ROOT, i)}`));
+    expect(bad).toEqual([]);
+  });
+
+  it('the sidecar and the harvester take only the contract from src/, and the sidecar nothing of the harvester', () => {
+    const bad = [...files('sidecar'), ...files('harvester')].flatMap((f) =>
+      allImportsOf(f)
+        .filter((i) => (under(i, 'src') && !under(i, 'src/contract')) || (under(f, 'sidecar') && under(i, 'harvester')))
+        .map((i) => `${relative(ROOT, f)} → ${relative(ROOT, i)}`),
+    );
+    expect(files('harvester').length).toBeGreaterThan(5);
+    expect(bad).toEqual([]);
+  });
+
+  it('the harvester has no import cycles', () => {
+    const graph = new Map(files('harvester').map((f) => [f, importsOf(f)]));
+    const cycle = findCycle(graph)?.map((f) => relative(ROOT, f));
+    expect(cycle, `import cycle: ${cycle?.join(' → ')}`).toBeUndefined();
+  });
+});

@@ -1,0 +1,71 @@
+// The ship step on the sidecar's engine, against the sidecar tests' fake API
+// server (real TLS, pods/log with timestamps) and a real NDJSON receiver:
+// typed configuration, positions from the termination message, no files.
+import { readFile } from 'node:fs/promises';
+import { afterEach, describe, expect, it } from 'vitest';
+import { encodeTermination, decodeTermination } from '../../src/contract/termination.ts';
+import { FakeKube, type LogLine } from '../../sidecar/test/fake-kube.ts';
+import { NdjsonReceiver } from '../../sidecar/test/ndjson-receiver.ts';
+import { parseDestinations } from '../destinations.ts';
+import { checkpointOf, DEFAULT_LIMITS, shipConfig, shipPod, type ShipRequest } from '../ship.ts';
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+const ts = (i: number): string => new Date(Date.UTC(2026, 0, 1, 0, 0, 0) + i * 250).toISOString().replace('Z', '000000Z');
+const lines = (from: number, to: number): LogLine[] => Array.from({ length: to - from }, (_, k) => ({ ts: ts(from + k), msg: `line ${from + k}` }));
+
+async function setup(status?: number) {
+  const kube = await new FakeKube({ main: ['main'] }).start();
+  cleanups.push(() => kube.stop());
+  const sink = await new NdjsonReceiver().start();
+  cleanups.push(() => sink.stop());
+  if (status) sink.handler = (_docs, _req, res) => void res.writeHead(status).end('{"error":"no"}') as unknown as boolean;
+  kube.run('main', 0);
+  kube.append('main', 0, lines(0, 20));
+  kube.terminate('main');
+  const ca = await readFile(`${kube.tokenDir}/ca.crt`);
+  const position = decodeTermination(encodeTermination({ state: 'running', mode: 'api', sink: 'http', shipped: 10, unsent: 0, dead_lettered: 0 }, [['main', 0, ts(9), 1, 10]], []));
+  /** null: the sidecar left no message. */
+  const req = (deadlineSeconds: number, message: typeof position | null = position): ShipRequest => ({
+    pod: { metadata: { name: kube.name, namespace: kube.namespace, uid: kube.uid, labels: { 'batch.kubernetes.io/job-name': 'job-abc' } }, spec: { containers: [], nodeName: 'n1' } },
+    sidecar: 'jobharvest',
+    message: message ?? undefined,
+    destination: parseDestinations([{ name: 'logs', sink: 'http', endpoint: sink.url, allow: ['loopback'] }])[0]!,
+    kube: { apiUrl: new URL(kube.url), credentials: async () => ({ token: 'token-1', ca }) },
+    limits: { ...DEFAULT_LIMITS, batchMaxWaitMs: 20 },
+    deadlineMs: deadlineSeconds * 1000,
+    signal: new AbortController().signal,
+  });
+  return { kube, sink, req };
+}
+
+describe('harvester: shipping one pod with the engine', () => {
+  it.each([86_400, 604_800])('a hold of %i s gives a working ship pass: the lines after the position, once, with their metadata', async (hold) => {
+    const t = await setup();
+    const r = await shipPod(t.req(hold));
+    expect(r).toEqual({ missing: 10, shipped: 10, lost: 0 });
+    expect(t.sink.accepted.map((d) => d.message).sort()).toEqual(lines(10, 20).map((l) => l.msg).sort());
+    expect(t.sink.accepted[0]).toMatchObject({ 'k8s.namespace.name': 'team-a', 'k8s.pod.name': t.kube.name, 'k8s.container.name': 'main', 'k8s.job.name': 'job-abc' });
+    // The engine's configuration is typed: the day-long and week-long drains are taken as given.
+    expect((await shipConfig(t.req(hold))).drainMs).toBe(hold * 1000);
+  });
+
+  it('no message: the whole log, counted first', async () => {
+    const t = await setup();
+    expect(await shipPod(t.req(60, null))).toEqual({ missing: 20, shipped: 20, lost: 0 });
+  });
+
+  it('a server that refuses for good: the lines are counted lost, nothing is written to disk', async () => {
+    const t = await setup(400);
+    const r = await shipPod(t.req(30));
+    expect(r).toEqual({ missing: 10, shipped: 0, lost: 10 });
+  });
+
+  it('the positions come from a validated message only', () => {
+    expect(checkpointOf(undefined).size).toBe(0);
+    expect([...checkpointOf(decodeTermination(encodeTermination({ state: 'running', mode: 'api', sink: 'http', shipped: 1, unsent: 0, dead_lettered: 0 }, [['main', 0, ts(1), 2, 41]], ['init/0']))).keys()]).toEqual(['init/0/api', 'main/0/api']);
+  });
+});

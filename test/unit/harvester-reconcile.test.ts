@@ -1,0 +1,261 @@
+// The harvester's reconcile against a fake API: what it trusts, what it
+// writes, and what it sends where. Each forgery here was a way to make the
+// old in-webhook harvester act on a tenant's say-so.
+import type { CoreV1Event, V1Job, V1Pod } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
+import { encodeTermination } from '../../src/contract/termination.ts';
+import { INJECTED_LABEL } from '../../src/contract/harvest.ts';
+import { SIGNATURE_ANNOTATION } from '../../src/contract/signature.ts';
+import { mutateJob } from '../../src/core/mutate.ts';
+import { parseDestinations, type Destination } from '../../harvester/destinations.ts';
+import { deliveryRecordOf, encodeDeliveryRecord, HOLD_ANNOTATION } from '../../harvester/hold.ts';
+import { DELIVERY_ANNOTATION, type Delivery } from '../../harvester/report.ts';
+import { Reconciler, type HarvestApi, type WriteResult } from '../../harvester/reconcile.ts';
+import { DEFAULT_LIMITS, type ShipRequest, type ShipResult } from '../../harvester/ship.ts';
+import { verifyInjection } from '../../harvester/trust.ts';
+import { durableConfig, job as jobFixture, optedIn } from './fixtures.ts';
+
+const KEY = Buffer.from('0123456789abcdef0123456789abcdef');
+const ENDPOINT = 'http://logs.example:8080/ingest';
+const APPROVED: Destination[] = parseDestinations([{ name: 'default', sink: 'http', endpoint: ENDPOINT }]);
+
+/** A Job as the webhook stores it: injected, signed, then given a uid and a finished status by the API server. */
+function injectedJob(over: { endpoint?: string; key?: Buffer } = {}): V1Job {
+  const config = durableConfig(over.endpoint ? { sink: { type: 'http', endpoint: over.endpoint } } : {});
+  const r = mutateJob(jobFixture('build') as never, { config, namespace: optedIn('team-a'), signingKey: over.key ?? KEY, now: 0 });
+  expect(r.decision.action).toBe('inject');
+  return finished(r.job as V1Job);
+}
+
+function finished(j: V1Job): V1Job {
+  return {
+    ...j,
+    metadata: { ...j.metadata, namespace: 'team-a', uid: 'job-uid', resourceVersion: '1' },
+    status: { conditions: [{ type: 'Complete', status: 'True', lastTransitionTime: new Date(Date.now() - 1000) }] },
+  };
+}
+
+function pod(name: string, message: string | undefined, owner: string | null = 'job-uid'): V1Pod {
+  return {
+    metadata: {
+      name,
+      namespace: 'team-a',
+      uid: `${name}-uid`,
+      labels: { 'batch.kubernetes.io/controller-uid': 'job-uid', 'batch.kubernetes.io/job-name': 'build' },
+      ...(owner ? { ownerReferences: [{ apiVersion: 'batch/v1', kind: 'Job', name: 'build', uid: owner, controller: true }] } : {}),
+    },
+    spec: { containers: [] },
+    status: {
+      phase: 'Succeeded',
+      initContainerStatuses: [{ name: 'jobharvest', image: 'x', imageID: '', ready: false, restartCount: 0, state: message === undefined ? {} : { terminated: { exitCode: 3, message } } }],
+    },
+  };
+}
+
+const unsent = (n: number) => encodeTermination({ state: 'incomplete', mode: 'node', sink: 'http', shipped: 10, unsent: n, dead_lettered: 0 }, [['main', 0, '2026-01-01T00:00:01Z', 1]], []);
+
+class FakeApi implements HarvestApi {
+  patches: object[] = [];
+  events: CoreV1Event[] = [];
+  constructor(
+    public job: V1Job,
+    public pods: V1Pod[],
+  ) {}
+  async readJob(): Promise<V1Job | undefined> {
+    return structuredClone(this.job);
+  }
+  async listPods(): Promise<V1Pod[]> {
+    return this.pods;
+  }
+  async patchJob(_ns: string, _name: string, patch: object): Promise<WriteResult> {
+    const p = patch as { metadata?: { resourceVersion?: string; annotations?: Record<string, string | null> }; spec?: { ttlSecondsAfterFinished?: number | null } };
+    if (p.metadata?.resourceVersion && p.metadata.resourceVersion !== this.job.metadata?.resourceVersion) return 'conflict';
+    this.patches.push(patch);
+    const ann = { ...(this.job.metadata?.annotations ?? {}) };
+    for (const [k, v] of Object.entries(p.metadata?.annotations ?? {})) if (v === null) delete ann[k];
+    else ann[k] = v;
+    const spec = { ...this.job.spec!, ...(p.spec && 'ttlSecondsAfterFinished' in p.spec ? { ttlSecondsAfterFinished: p.spec.ttlSecondsAfterFinished ?? undefined } : {}) };
+    this.job = { ...this.job, metadata: { ...this.job.metadata, annotations: ann, resourceVersion: String(Number(this.job.metadata?.resourceVersion) + 1) }, spec };
+    return 'ok';
+  }
+  async createEvent(_ns: string, e: CoreV1Event): Promise<void> {
+    this.events.push(e);
+  }
+  delivery(): Delivery | undefined {
+    return deliveryRecordOf(this.job, KEY);
+  }
+}
+
+function reconciler(api: FakeApi, shipped: ShipRequest[], o: { destinations?: Destination[]; result?: ShipResult; maxHoldSeconds?: number } = {}): Reconciler {
+  return new Reconciler({
+    api,
+    key: KEY,
+    destinations: o.destinations ?? APPROVED,
+    maxHoldSeconds: o.maxHoldSeconds ?? 86_400,
+    limits: DEFAULT_LIMITS,
+    kube: { apiUrl: new URL('https://127.0.0.1:6443'), credentials: async () => ({ token: 't' }) },
+    ship: async (req) => {
+      shipped.push(req);
+      return o.result ?? { missing: 5, shipped: 5, lost: 0 };
+    },
+    log: () => {},
+    podsDoneTimeoutMs: 60_000,
+  });
+}
+
+const run = (r: Reconciler, signal = new AbortController().signal) => r.reconcile('team-a/build', signal);
+
+describe('the webhook signs what it injected', () => {
+  it('labels the Job for the watch and signs status and sidecar; the signature verifies', () => {
+    const j = injectedJob();
+    expect(j.metadata?.labels?.[INJECTED_LABEL]).toBe('true');
+    expect(j.metadata?.annotations?.[SIGNATURE_ANNOTATION]).toMatch(/^v1\./);
+    const v = verifyInjection(j, KEY);
+    expect(v.ok && v.value.env.JOBHARVEST_ENDPOINT).toBe(ENDPOINT);
+  });
+
+  it('without a key nothing is signed or labelled (the offline CLI, the goldens)', () => {
+    const r = mutateJob(jobFixture('build') as never, { config: durableConfig(), namespace: optedIn('team-a'), now: 0 });
+    expect(r.job.metadata?.annotations?.[SIGNATURE_ANNOTATION]).toBeUndefined();
+    expect(r.job.metadata?.labels?.[INJECTED_LABEL]).toBeUndefined();
+  });
+
+  it('a changed sidecar, a hand-written status or a copied signature does not verify', () => {
+    const j = injectedJob();
+    const altered = structuredClone(j);
+    altered.spec!.template.spec!.initContainers![0]!.env!.push({ name: 'JOBHARVEST_HEADERS', value: 'metadata-flavor=Google' });
+    expect(verifyInjection(altered, KEY)).toMatchObject({ ok: false });
+    const other = injectedJob({ key: Buffer.from('another-key-another-key-32-bytes') });
+    expect(verifyInjection(other, KEY)).toMatchObject({ ok: false });
+    const unsigned = structuredClone(j);
+    delete unsigned.metadata!.annotations![SIGNATURE_ANNOTATION];
+    expect(verifyInjection(unsigned, KEY)).toMatchObject({ ok: false, why: expect.stringContaining('not signed') });
+    const moved = structuredClone(j);
+    moved.metadata!.namespace = 'team-b';
+    expect(verifyInjection(moved, KEY)).toMatchObject({ ok: false });
+  });
+});
+
+describe('reconcile', () => {
+  it('reports a Job whose sidecars delivered everything, signed, with one Event; a second pass does nothing', async () => {
+    const done = encodeTermination({ state: 'complete', mode: 'node', sink: 'http', shipped: 40, unsent: 0, dead_lettered: 0 }, [], ['main/0']);
+    const api = new FakeApi(injectedJob(), [pod('p1', done)]);
+    const shipped: ShipRequest[] = [];
+    expect(await run(reconciler(api, shipped))).toEqual({ kind: 'done' });
+    expect(api.delivery()).toEqual({ sink: 'http', pods: 1, shipped: 40, lost: 0, unaccounted: 0 });
+    expect(api.events.map((e) => e.reason)).toEqual(['LogsShipped']);
+    expect(shipped).toHaveLength(0);
+    await run(reconciler(api, shipped));
+    expect(api.patches).toHaveLength(1);
+  });
+
+  it('holds, ships from the termination message to the approved destination, then releases with the original TTL', async () => {
+    const api = new FakeApi(injectedJob(), [pod('p1', unsent(5))]);
+    const ttl = api.job.spec?.ttlSecondsAfterFinished;
+    const shipped: ShipRequest[] = [];
+    expect(await run(reconciler(api, shipped))).toEqual({ kind: 'done' });
+    expect(shipped).toHaveLength(1);
+    expect(shipped[0]!.destination.name).toBe('default');
+    expect(shipped[0]!.message?.runs).toEqual([['main', 0, '2026-01-01T00:00:01Z', 1]]);
+    expect(shipped[0]!.limits).toBe(DEFAULT_LIMITS);
+    // At the default maximum hold the ship step gets (almost) the whole day to retry.
+    expect(shipped[0]!.deadlineMs).toBeGreaterThan(86_000_000);
+    expect(api.patches).toHaveLength(2);
+    expect(api.job.spec?.ttlSecondsAfterFinished).toBe(ttl);
+    expect(api.job.metadata?.annotations?.[HOLD_ANNOTATION]).toBeUndefined();
+    expect(api.delivery()).toMatchObject({ shipped: 15, harvested: 5, lost: 0, unaccounted: 0 });
+  });
+
+  it('a forged sidecar (status written by hand) is not held or shipped; the delivery record says why', async () => {
+    const forged = injectedJob();
+    delete forged.metadata!.annotations![SIGNATURE_ANNOTATION];
+    const api = new FakeApi(forged, [pod('p1', unsent(5))]);
+    const shipped: ShipRequest[] = [];
+    await run(reconciler(api, shipped));
+    expect(shipped).toHaveLength(0);
+    expect(api.patches).toHaveLength(1);
+    expect(api.job.metadata?.annotations?.[HOLD_ANNOTATION]).toBeUndefined();
+    expect(api.delivery()?.notes?.[0]).toMatch(/^not harvested: the injection is not signed/);
+  });
+
+  it('a pod that only carries the controller-uid label is not the Job\'s: ignored and said so', async () => {
+    const api = new FakeApi(injectedJob(), [pod('bare', unsent(5), null), pod('other', unsent(5), 'someone-else')]);
+    const shipped: ShipRequest[] = [];
+    await run(reconciler(api, shipped));
+    expect(shipped).toHaveLength(0);
+    expect(api.delivery()).toMatchObject({ pods: 0, notes: [expect.stringContaining('2 pod(s)')] });
+  });
+
+  it('a sink endpoint the operator did not approve: nothing sent, no hold, and the record says why', async () => {
+    const api = new FakeApi(injectedJob({ endpoint: 'http://169.254.169.254/latest/meta-data' }), [pod('p1', unsent(5))]);
+    const shipped: ShipRequest[] = [];
+    await run(reconciler(api, shipped));
+    expect(shipped).toHaveLength(0);
+    expect(api.job.metadata?.annotations?.[HOLD_ANNOTATION]).toBeUndefined();
+    expect(api.delivery()).toMatchObject({ lost: 5, notes: [expect.stringContaining('not an approved destination')] });
+  });
+
+  it('a delivery record or hold set in advance changes nothing', async () => {
+    const j = injectedJob();
+    j.metadata!.annotations![DELIVERY_ANNOTATION] = JSON.stringify({ sink: 'http', pods: 1, shipped: 999, lost: 0, unaccounted: 0 });
+    j.metadata!.annotations![HOLD_ANNOTATION] = JSON.stringify({ originalTtl: null, since: new Date().toISOString(), maxHoldSeconds: 600 });
+    const ttl = j.spec?.ttlSecondsAfterFinished;
+    const api = new FakeApi(j, [pod('p1', unsent(5))]);
+    const shipped: ShipRequest[] = [];
+    await run(reconciler(api, shipped));
+    expect(shipped).toHaveLength(1);
+    // The release restores the Job's real TTL, not the forged `null`.
+    expect(api.job.spec?.ttlSecondsAfterFinished).toBe(ttl);
+    expect(api.delivery()).toMatchObject({ shipped: 15, harvested: 5 });
+  });
+
+  it('termination counts a tenant could write (negative, huge, malformed runs) count as no report', async () => {
+    const bad = [
+      JSON.stringify({ v: 1, state: 'incomplete', mode: 'node', sink: 'http', shipped: -2000, unsent: 0, dead_lettered: -10, runs: [], done: [] }),
+      JSON.stringify({ v: 1, state: 'incomplete', mode: 'node', sink: 'http', shipped: 1e308, unsent: 0, dead_lettered: 0, runs: [], done: [] }),
+      JSON.stringify({ v: 1, state: 'incomplete', mode: 'node', sink: 'http', shipped: 1, unsent: 0, dead_lettered: 0, runs: [5], done: [] }),
+    ];
+    for (const message of bad) {
+      const api = new FakeApi(injectedJob(), [pod('p1', message)]);
+      const shipped: ShipRequest[] = [];
+      await run(reconciler(api, shipped));
+      const d = api.delivery()!;
+      expect(d.shipped).toBe(5);
+      expect(d.lost).toBe(0);
+      expect(Number.isSafeInteger(d.shipped)).toBe(true);
+      // The pod is harvested from the start, since its positions are unknown.
+      expect(shipped[0]!.message).toBeUndefined();
+      expect(api.events[0]!.message).not.toMatch(/-|Infinity/);
+    }
+  });
+
+  it('leadership lost mid-harvest: nothing more is written', async () => {
+    const api = new FakeApi(injectedJob(), [pod('p1', unsent(5))]);
+    const abort = new AbortController();
+    const r = new Reconciler({
+      api,
+      key: KEY,
+      destinations: APPROVED,
+      maxHoldSeconds: 86_400,
+      limits: DEFAULT_LIMITS,
+      kube: { apiUrl: new URL('https://127.0.0.1:6443'), credentials: async () => ({ token: 't' }) },
+      ship: async () => {
+        abort.abort();
+        return { missing: 5, shipped: 2, lost: 3 };
+      },
+      log: () => {},
+    });
+    await r.reconcile('team-a/build', abort.signal);
+    // The hold only: the next leader finds it and harvests again.
+    expect(api.patches).toHaveLength(1);
+    expect(api.job.metadata?.annotations?.[HOLD_ANNOTATION]).toBeDefined();
+    expect(api.job.metadata?.annotations?.[DELIVERY_ANNOTATION]).toBeUndefined();
+  });
+
+  it('a Job reported by this harvester stays reported; one it did not sign is reported again', () => {
+    const j = injectedJob();
+    const d = { sink: 'http', pods: 1, shipped: 1, lost: 0, unaccounted: 0 };
+    j.metadata!.annotations![DELIVERY_ANNOTATION] = encodeDeliveryRecord(j, KEY, d);
+    expect(deliveryRecordOf(j, KEY)).toEqual(d);
+  });
+});
