@@ -71,8 +71,21 @@ function excludedNames(hook: ReturnType<typeof webhookOf>['hook']): string[] {
   return expr?.values ?? [];
 }
 
+/** The webhook's Deployment; the harvester has its own. */
+function webhookDeployment(objects: K8sObject[]): V1Deployment & K8sObject {
+  const found = objects.filter((o) => o.kind === 'Deployment' && (o as V1Deployment).spec?.selector?.matchLabels?.['app.kubernetes.io/component'] === 'webhook');
+  if (found.length !== 1) throw new Error(`expected one webhook Deployment, rendered ${found.length}`);
+  return found[0] as V1Deployment & K8sObject;
+}
+
+function harvesterDeployment(objects: K8sObject[]): V1Deployment & K8sObject {
+  const found = objects.filter((o) => o.kind === 'Deployment' && (o as V1Deployment).spec?.selector?.matchLabels?.['app.kubernetes.io/component'] === 'harvester');
+  if (found.length !== 1) throw new Error(`expected one harvester Deployment, rendered ${found.length}`);
+  return found[0] as V1Deployment & K8sObject;
+}
+
 function argsOf(objects: K8sObject[]): string[] {
-  const dep = one<V1Deployment>(objects, 'Deployment');
+  const dep = webhookDeployment(objects);
   return dep.spec!.template.spec!.containers[0]!.args ?? [];
 }
 
@@ -222,7 +235,7 @@ describe('the rendered configuration file', () => {
     const { config } = configOf(objects);
     expect(config.sidecar.image).toBe('registry.example/jh:9.9.9');
     expect(config.sidecar.imagePullPolicy).toBe('Always');
-    expect(one<V1Deployment>(objects, 'Deployment').spec!.template.spec!.containers[0]!.image).toBe('registry.example/jh:9.9.9');
+    expect(webhookDeployment(objects).spec!.template.spec!.containers[0]!.image).toBe('registry.example/jh:9.9.9');
   });
 });
 
@@ -275,7 +288,7 @@ describe('the rendered objects', () => {
 
     const svc = one<{ spec: { ports: Array<{ port: number; targetPort: string }>; selector: Record<string, string> } }>(objects, 'Service');
     expect(hook.clientConfig.service).toEqual({ name: svc.metadata.name, namespace: 'jobharvest', path: '/mutate', port: svc.spec.ports[0]!.port });
-    const dep = one<V1Deployment>(objects, 'Deployment');
+    const dep = webhookDeployment(objects);
     expect(dep.spec!.template.metadata!.labels).toMatchObject(svc.spec.selector);
     expect(dep.spec!.template.spec!.containers[0]!.ports!.map((p) => p.name)).toContain(svc.spec.ports[0]!.targetPort);
   });
@@ -294,7 +307,7 @@ describe('the rendered objects', () => {
       namespace: 'jobharvest',
       values: { webhook: { priorityClassName: 'system-cluster-critical', nodeSelector: { pool: 'infra' }, tolerations: [{ key: 'infra', operator: 'Exists' }] } },
     });
-    const dep = one<V1Deployment>(objects, 'Deployment');
+    const dep = webhookDeployment(objects);
     const pod = dep.spec!.template.spec!;
     const c = pod.containers[0]!;
     expect(dep.spec!.replicas).toBe(2);
@@ -336,38 +349,69 @@ describe('the rendered objects', () => {
     expect(objects.filter((o) => o.kind === 'PodDisruptionBudget')).toEqual([]);
   });
 
-  it('grants exactly the least-privilege RBAC of auto mode with api RBAC and the delivery report', async () => {
+  it('grants exactly the least-privilege RBAC of auto mode with api RBAC, and the harvester its own', async () => {
     const objects = await render(helm, { release: 'jh', namespace: 'jobharvest' });
     expect(rulesOf(one<V1ClusterRole>(objects, 'ClusterRole', 'jh-jobharvest'))).toEqual([
       { apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] },
       { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: ['jh-jobharvest'], verbs: ['get', 'update'] },
       { apiGroups: ['rbac.authorization.k8s.io'], resources: ['rolebindings'], verbs: ['get', 'create', 'delete'] },
       { apiGroups: ['rbac.authorization.k8s.io'], resources: ['clusterroles'], resourceNames: ['jh-jobharvest-log-reader'], verbs: ['bind'] },
-      { apiGroups: ['batch'], resources: ['jobs'], verbs: ['get', 'list', 'watch', 'patch'] },
-      { apiGroups: [''], resources: ['events'], verbs: ['create'] },
     ]);
-    // Pods are read through the log reader, bound per opted-in namespace to this account.
-    expect(argsOf(objects)).toContain('--service-account=jh-jobharvest');
+    // The harvester reads pods through the log reader, bound per opted-in namespace to its own account.
+    expect(argsOf(objects)).toContain('--harvester-service-account=jh-jobharvest-harvester');
+    expect(argsOf(objects)).toContain('--signing-key-file=/etc/jobharvest/signing/key');
     expect(rulesOf(one<V1Role>(objects, 'Role', 'jh-jobharvest'))).toEqual([
       { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
       { apiGroups: [''], resources: ['secrets'], resourceNames: ['jh-jobharvest-tls'], verbs: ['get', 'update'] },
-      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
-      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: ['jh-jobharvest-leader'], verbs: ['get', 'update'] },
     ]);
-    expect(argsOf(objects)).toEqual(expect.arrayContaining(['--max-hold-seconds=86400', '--lease-seconds=15']));
+    expect(rulesOf(one<V1ClusterRole>(objects, 'ClusterRole', 'jh-jobharvest-harvester'))).toEqual([
+      { apiGroups: ['batch'], resources: ['jobs'], verbs: ['get', 'list', 'watch', 'patch'] },
+      { apiGroups: [''], resources: ['events'], verbs: ['create'] },
+    ]);
+    expect(rulesOf(one<V1Role>(objects, 'Role', 'jh-jobharvest-harvester'))).toEqual([
+      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
+      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: ['jh-jobharvest-harvester'], verbs: ['get', 'update'] },
+    ]);
+    const h = harvesterDeployment(objects).spec!.template.spec!;
+    expect(h.serviceAccountName).toBe('jh-jobharvest-harvester');
+    expect(h.containers[0]!.args).toEqual(expect.arrayContaining(['/app/harvester.mjs', '--max-hold-seconds=86400', '--lease-seconds=15', '--concurrency=4']));
+    expect(h.containers[0]!.securityContext).toMatchObject({ readOnlyRootFilesystem: true, runAsNonRoot: true, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
     expect(rulesOf(one<V1ClusterRole>(objects, 'ClusterRole', 'jh-jobharvest-log-reader'))).toEqual([
       { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
       { apiGroups: [''], resources: ['pods/log'], verbs: ['get'] },
     ]);
   });
 
+  it("approves the chart's own sink for the harvester, and the operator's destinations with their Secrets as files", async () => {
+    const objects = await render(helm, {
+      release: 'jh',
+      namespace: 'jobharvest',
+      values: {
+        sink: { type: 'loki', endpoint: 'http://loki.logging:3100' },
+        harvester: { sinkAuthSecret: 'loki-creds', destinations: [{ name: 'eu', sink: 'http', endpoint: 'https://logs.example.com/ingest', tlsSecret: 'eu-ca' }] },
+      },
+    });
+    const cm = one<{ data: Record<string, string> }>(objects, 'ConfigMap', 'jh-jobharvest-harvester');
+    expect(JSON.parse(cm.data['destinations.json']!)).toEqual([
+      { name: 'sink', sink: 'loki', endpoint: 'http://loki.logging:3100', allow: ['cluster', 'private'], auth: { tokenFile: '/etc/jobharvest/destinations/sink/auth/token', usernameFile: '/etc/jobharvest/destinations/sink/auth/username', passwordFile: '/etc/jobharvest/destinations/sink/auth/password' } },
+      { name: 'eu', sink: 'http', endpoint: 'https://logs.example.com/ingest', tls: { caFile: '/etc/jobharvest/destinations/eu/tls/ca.crt', certFile: '/etc/jobharvest/destinations/eu/tls/tls.crt', keyFile: '/etc/jobharvest/destinations/eu/tls/tls.key' } },
+    ]);
+    const vols = harvesterDeployment(objects).spec!.template.spec!.volumes!.map((v) => [v.name, v.secret?.secretName ?? v.configMap?.name]);
+    expect(vols).toEqual(expect.arrayContaining([['dest-sink-auth', 'loki-creds'], ['dest-eu-tls', 'eu-ca'], ['destinations', 'jh-jobharvest-harvester']]));
+  });
+
+  it('harvester.enabled=false: no harvester objects, and the webhook binds nothing for it', async () => {
+    const objects = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { harvester: { enabled: false } } });
+    expect(objects.filter((o) => o.metadata.name.startsWith('jh-jobharvest-harvester'))).toEqual([]);
+    expect(argsOf(objects).some((a) => a.startsWith('--harvester-service-account'))).toBe(false);
+  });
+
   it('drops the certificate and RoleBinding rights when they are not used', async () => {
     const objects = await render(helm, {
       release: 'jh',
       namespace: 'jobharvest',
-      values: { webhook: { apiRbac: false, deliveryReport: false }, certificates: { mode: 'provided', provided: { secretName: 'my-tls', caBundle: 'Y2E=' } } },
+      values: { webhook: { apiRbac: false }, harvester: { enabled: false }, certificates: { mode: 'provided', provided: { secretName: 'my-tls', caBundle: 'Y2E=' } } },
     });
-    expect(argsOf(objects)).toContain('--no-delivery-report');
     expect(rulesOf(one<V1ClusterRole>(objects, 'ClusterRole', 'jh-jobharvest'))).toEqual([
       { apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] },
       // Read-only: readiness checks that the caBundle trusts the mounted certificate.
@@ -404,7 +448,7 @@ describe('the rendered objects', () => {
     ]);
     const issuer = one(objects, 'Issuer');
     expect(cert.spec.issuerRef).toEqual({ kind: 'Issuer', name: issuer.metadata.name });
-    const pod = one<V1Deployment>(objects, 'Deployment').spec!.template.spec!;
+    const pod = webhookDeployment(objects).spec!.template.spec!;
     expect(pod.volumes?.find((v) => v.name === 'tls')?.secret?.secretName).toBe(cert.spec.secretName);
     expect(argsOf(objects)).toEqual(expect.arrayContaining(['--cert-mode=cert-manager', '--tls-cert=/etc/jobharvest/tls/tls.crt', '--tls-key=/etc/jobharvest/tls/tls.key']));
     // No Secret or webhook-configuration rights: cert-manager writes both. The

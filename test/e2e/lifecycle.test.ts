@@ -34,7 +34,7 @@ beforeAll(async () => {
     kubelet: { logMaxSizeBytes: 5 * 1024 * 1024, logMaxFiles: 5, restartBackoffMs: 300 },
     // The sidecar's own guarantee, without the harvester behind it (2b measures
     // exactly what it leaves behind); the harvester's is in harvester.test.ts.
-    webhookArgs: ['--max-hold-seconds', '0'],
+    harvesterArgs: ['--max-hold-seconds', '0'],
   });
 }, 240_000);
 

@@ -59,7 +59,7 @@ describeRealNode('scenario 2b: api mode, a fast writer across the real rotation 
 
   beforeAll(async () => {
     // Without the harvester holding Jobs: the sidecar's own account is measured.
-    product = await startProductOnNode('jobharvest-node-api-cut', ['--max-hold-seconds', '0']);
+    product = await startProductOnNode('jobharvest-node-api-cut');
     ({ env, vl } = product);
   });
   afterAll(async () => {

@@ -45,7 +45,7 @@ describeRealNode('Jobs done within milliseconds, without the postStart handshake
 
   beforeAll(async () => {
     // The sidecar's own guarantee, without the harvester making good a lost line later.
-    product = await startProductOnNode('jobharvest-node-early-sigterm', ['--max-hold-seconds', '0']);
+    product = await startProductOnNode('jobharvest-node-early-sigterm');
     ({ env, vl } = product);
     sinkHost = await env.node.expose(vl.port);
   });

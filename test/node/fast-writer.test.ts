@@ -60,7 +60,7 @@ describeRealNode('scenario 3: a fast writer across the real kubelet rotation and
 
   beforeAll(async () => {
     // Without the harvester holding Jobs: the sidecar's own guarantee is measured.
-    product = await startProductOnNode('jobharvest-node-fast-writer', ['--max-hold-seconds', '0']);
+    product = await startProductOnNode('jobharvest-node-fast-writer');
     ({ env, vl } = product);
   });
   afterAll(async () => {

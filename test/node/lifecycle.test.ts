@@ -36,7 +36,7 @@ describeRealNode('Job lifecycles on the real node', () => {
   beforeAll(async () => {
     // The sidecar's own guarantee, without the harvester holding Jobs behind it:
     // with it, a lost line could be made good later and the TTL moved.
-    product = await startProductOnNode('jobharvest-node-lifecycle', ['--max-hold-seconds', '0']);
+    product = await startProductOnNode('jobharvest-node-lifecycle');
     ({ env, vl } = product);
     sinkHost = await env.node.expose(vl.port);
   });

@@ -42,7 +42,7 @@ describeRealNode('scenario 7: a running pod deleted through the API, on the real
   let failed = false;
 
   beforeAll(async () => {
-    product = await startProductOnNode('jobharvest-node-pod-delete', ['--max-hold-seconds', '0']);
+    product = await startProductOnNode('jobharvest-node-pod-delete');
     ({ env, vl } = product);
   });
   afterAll(async () => {

@@ -105,3 +105,29 @@ Empty strings are left out, so that the webhook's own defaults apply to them.
 }}
 {{- toYaml $config }}
 {{- end }}
+
+{{- define "jobharvest.harvesterName" -}}
+{{- printf "%s-harvester" (include "jobharvest.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "jobharvest.harvesterServiceAccountName" -}}
+{{- include "jobharvest.harvesterName" . }}
+{{- end }}
+
+{{- define "jobharvest.harvesterSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "jobharvest.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: harvester
+{{- end }}
+
+{{- define "jobharvest.harvesterLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "jobharvest.harvesterSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* The Secret with the key injections are signed with. */}}
+{{- define "jobharvest.signingSecretName" -}}
+{{- default (printf "%s-signing" (include "jobharvest.fullname" .)) .Values.signing.existingSecret }}
+{{- end }}

@@ -1,7 +1,9 @@
 /**
  * Everything a Job's life needs around the control plane, started as real
- * processes: VictoriaLogs as the log server, the webhook (the real CLI), and
- * the test kubelet running the real sidecar bundle. Used by the lifecycle
+ * processes: VictoriaLogs as the log server, the webhook (the real CLI), the
+ * harvester (its own program, sharing the webhook's signing key, with this
+ * VictoriaLogs as its approved destination), and the test kubelet running the
+ * real sidecar bundle. Used by the lifecycle
  * e2e tests and by `npm run demo`.
  */
 import { BatchV1Api, CoreV1Api, KubeConfig, RbacAuthorizationV1Api, type V1Job, type V1Volume } from '@kubernetes/client-node';
@@ -11,6 +13,7 @@ import type { ClusterInfo } from '../cluster/harness.ts';
 import { summaryIn } from '../../support/summary.ts';
 import { waitFor } from '../../support/wait.ts';
 import { startWebhook, type WebhookProcess } from '../../support/webhook-process.ts';
+import { destinationsFile, signingKeyFile, startHarvester, type HarvesterProcess } from '../../support/harvester-process.ts';
 import { VictoriaLogs, exact } from '../servers/victorialogs.ts';
 import { ensureSidecarBundle } from '../../support/sidecar.ts';
 import { TestKubelet, type KubeletOptions } from './kubelet.ts';
@@ -54,8 +57,10 @@ export interface StackOptions {
   /** Names the webhook configuration and prefixes the namespaces this stack's kubelet schedules. */
   name: string;
   kubelet?: Partial<Omit<KubeletOptions, 'cluster' | 'namespaces'>>;
-  /** Extra webhook flags, e.g. a short --max-hold-seconds. */
+  /** Extra webhook flags. */
   webhookArgs?: string[];
+  /** Extra harvester flags, e.g. a short --max-hold-seconds; false: no harvester. */
+  harvesterArgs?: string[] | false;
 }
 
 export interface NamespaceOptions {
@@ -80,6 +85,9 @@ export class Stack {
     readonly webhook: WebhookProcess,
     readonly kubelet: TestKubelet,
     prefix: string,
+    readonly harvester: HarvesterProcess | undefined,
+    /** What a second harvester of this stack needs: the same key and destinations. */
+    readonly harvesterFiles: { signingKeyFile: string; destinationsFile: string },
   ) {
     const kc = kubeConfigFor(info);
     this.core = kc.makeApiClient(CoreV1Api);
@@ -100,16 +108,34 @@ export class Stack {
         if (err.code !== 409) throw err;
       });
     const vl = await VictoriaLogs.start();
+    const files = {
+      signingKeyFile: signingKeyFile(o.info, o.name),
+      destinationsFile: destinationsFile(o.info, o.name, Stack.destinations(vl)),
+    };
     let webhook: WebhookProcess | undefined;
+    let harvester: HarvesterProcess | undefined;
     try {
-      webhook = await startWebhook(o.info, { name: `jobharvest-${o.name}`, args: Stack.webhookArgs(o) });
+      webhook = await startWebhook(o.info, { name: `jobharvest-${o.name}`, args: [...Stack.webhookArgs(o), '--signing-key-file', files.signingKeyFile] });
+      if (o.harvesterArgs !== false) harvester = startHarvester(o.info, { name: `jobharvest-${o.name}`, ...files, args: o.harvesterArgs ?? [] });
       const kubelet = await TestKubelet.start({ ...o.kubelet, cluster: o.info, namespaces: (ns) => ns.startsWith(prefix) });
-      return new Stack(o.info, o.name, vl, webhook, kubelet, prefix);
+      return new Stack(o.info, o.name, vl, webhook, kubelet, prefix, harvester, files);
     } catch (err) {
+      await harvester?.stop();
       await webhook?.stop();
       await vl.dispose();
       throw err;
     }
+  }
+
+  /** This stack's VictoriaLogs, approved for every sink it ingests; loopback allowed, as it runs on this machine. */
+  static destinations(vl: VictoriaLogs): Array<{ name: string; sink: string; endpoint: string; allow: string[] }> {
+    const e = vl.endpoints;
+    return [
+      { name: 'vl-loki', sink: 'loki', endpoint: e.loki, allow: ['loopback'] },
+      { name: 'vl-http', sink: 'http', endpoint: e.jsonline, allow: ['loopback'] },
+      { name: 'vl-es', sink: 'elasticsearch', endpoint: e.elasticsearchBase, allow: ['loopback'] },
+      { name: 'vl-otlp', sink: 'otlp', endpoint: e.otlp, allow: ['loopback'] },
+    ];
   }
 
   /**
@@ -145,6 +171,7 @@ export class Stack {
 
   async stop(): Promise<void> {
     await this.kubelet.stop();
+    await this.harvester?.stop();
     await this.webhook.stop();
     await kubeConfigFor(this.info)
       .makeApiClient((await import('@kubernetes/client-node')).AdmissionregistrationV1Api)
