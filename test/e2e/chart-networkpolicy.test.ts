@@ -75,7 +75,7 @@ describe('webhook.networkPolicy', () => {
       values: { webhook: { port: 9443, podLabels: { team: 'platform' }, networkPolicy: { enabled: true, apiServer: API_SERVER, metrics: SCRAPERS } } },
     });
     const np = one<V1NetworkPolicy>(objects, 'NetworkPolicy');
-    const dep = one<V1Deployment>(objects, 'Deployment');
+    const dep = one<V1Deployment>(objects, 'Deployment', 'jh-jobharvest');
     expect(np.metadata.name).toBe(dep.metadata!.name);
     expect(np.metadata.namespace).toBe('jobharvest');
     // The Deployment's own selector, so the policy neither misses a replica nor catches other pods.

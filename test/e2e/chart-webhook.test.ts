@@ -8,7 +8,7 @@
 import { RbacAuthorizationV1Api, type V1Deployment } from '@kubernetes/client-node';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -73,10 +73,14 @@ async function installAndRun(release: string, namespace: string, values: object,
   const dir = await mkdtemp(join(tmpdir(), 'jobharvest-chart-webhook-'));
   cleanup.push(() => rm(dir, { recursive: true, force: true }));
 
-  const cm = one<{ data: Record<string, string> }>(objects, 'ConfigMap');
+  const cm = one<{ data: Record<string, string> }>(objects, 'ConfigMap', `${release}-jobharvest`);
+  // The key the chart generated, where the Secret volume would put it.
+  const signing = one<{ data: Record<string, string> }>(objects, 'Secret', `${release}-jobharvest-signing`);
+  await mkdir(join(dir, 'signing'));
+  await writeFile(join(dir, 'signing', 'key'), Buffer.from(signing.data.key!, 'base64'));
   const configPath = join(dir, 'config.yaml');
   await writeFile(configPath, cm.data['config.yaml']!);
-  const pod = one<V1Deployment>(objects, 'Deployment').spec!.template.spec!;
+  const pod = one<V1Deployment>(objects, 'Deployment', `${release}-jobharvest`).spec!.template.spec!;
   const sa = pod.serviceAccountName!;
   const token = await cluster.core.createNamespacedServiceAccountToken({ name: sa, namespace, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
   const kubeconfig = join(dir, 'kubeconfig');
@@ -95,7 +99,8 @@ async function installAndRun(release: string, namespace: string, values: object,
       .replace(/^--config=.*$/, `--config=${configPath}`)
       .replace(/^--host=.*$/, '--host=127.0.0.1')
       .replace(/^--port=.*$/, `--port=${port}`)
-      .replace('/etc/jobharvest/tls/', `${dir}/`),
+      .replace('/etc/jobharvest/tls/', `${dir}/`)
+      .replace('/etc/jobharvest/signing/', `${dir}/signing/`),
   );
   const child = spawn(NODE, [CLI, ...translated, `--kubeconfig=${kubeconfig}`], {
     env: { PATH: process.env.PATH ?? '', POD_NAMESPACE: namespace, LOG_LEVEL: 'info' },
@@ -192,7 +197,7 @@ describe('the webhook runs on the chart\'s RBAC alone', () => {
     ];
     for (const values of modes) {
       const objects = await render(helm, { release: 'jh', namespace: 'jobharvest', values });
-      const args = one<V1Deployment>(objects, 'Deployment').spec!.template.spec!.containers[0]!.args!.slice(2);
+      const args = one<V1Deployment>(objects, 'Deployment', 'jh-jobharvest').spec!.template.spec!.containers[0]!.args!.slice(2);
       for (const a of args) {
         const flag = a.split('=')[0]!;
         expect(flag.startsWith('--'), a).toBe(true);

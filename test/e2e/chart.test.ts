@@ -52,7 +52,9 @@ async function apply(objects: K8sObject[]): Promise<K8sObject[]> {
 }
 
 function configOf(objects: K8sObject[]): { raw: Record<string, unknown>; config: Config } {
-  const cm = one<{ data: Record<string, string> }>(objects, 'ConfigMap');
+  // The webhook's ConfigMap; the harvester's holds its destinations.
+  const cm = objects.find((o) => o.kind === 'ConfigMap' && (o as unknown as { data?: Record<string, string> }).data?.['config.yaml'] !== undefined) as unknown as { data: Record<string, string> } | undefined;
+  if (!cm) throw new Error('no ConfigMap with config.yaml');
   const text = cm.data['config.yaml'];
   if (text === undefined) throw new Error('the ConfigMap has no config.yaml');
   const raw = parseYaml(text) as Record<string, unknown>;
@@ -419,18 +421,22 @@ describe('the rendered objects', () => {
     ]);
     expect(objects.filter((o) => o.kind === 'Role' || o.kind === 'RoleBinding')).toEqual([]);
     expect(argsOf(objects)).toContain('--webhook-config-name=jh-jobharvest');
+    expect(argsOf(objects)).toContain('--signing-key-file=/etc/jobharvest/signing/key');
     expect(argsOf(objects)).toContain('--no-api-rbac');
     expect(argsOf(objects).some((a) => a.startsWith('--log-reader-clusterrole'))).toBe(false);
   });
 
-  it('comments every RBAC rule with its reason', () => {
-    const source = readFileSync(`${CHART_DIR}/templates/rbac.yaml`, 'utf8').split('\n');
+  it.each([
+    ['rbac.yaml', 7],
+    ['harvester.yaml', 4],
+  ])('comments every RBAC rule in %s with its reason', (file, least) => {
+    const source = readFileSync(`${CHART_DIR}/templates/${file}`, 'utf8').split('\n');
     const ruleLines = source.map((line, i) => ({ line, i })).filter(({ line }) => /^\s*- apiGroups:/.test(line));
-    expect(ruleLines.length).toBeGreaterThanOrEqual(7);
+    expect(ruleLines.length).toBeGreaterThanOrEqual(least);
     for (const { i } of ruleLines) {
       let j = i - 1;
       while (j >= 0 && /^\s*\{\{-.*\}\}\s*$/.test(source[j]!)) j--;
-      expect(source[j], `rule at rbac.yaml:${i + 1}`).toMatch(/^\s*#/);
+      expect(source[j], `rule at ${file}:${i + 1}`).toMatch(/^\s*#/);
     }
   });
 
@@ -451,9 +457,10 @@ describe('the rendered objects', () => {
     const pod = webhookDeployment(objects).spec!.template.spec!;
     expect(pod.volumes?.find((v) => v.name === 'tls')?.secret?.secretName).toBe(cert.spec.secretName);
     expect(argsOf(objects)).toEqual(expect.arrayContaining(['--cert-mode=cert-manager', '--tls-cert=/etc/jobharvest/tls/tls.crt', '--tls-key=/etc/jobharvest/tls/tls.key']));
-    // No Secret or webhook-configuration rights: cert-manager writes both. The
-    // release-namespace Role holds only the leader-election Lease.
-    expect(rulesOf(one<V1Role>(objects, 'Role', 'jh-jobharvest')).flatMap((r) => r.resources)).toEqual(['leases', 'leases']);
+    // No Secret or webhook-configuration rights: cert-manager writes both, so the
+    // webhook has no release-namespace Role; the harvester's holds only its Lease.
+    expect(objects.filter((o) => o.kind === 'Role' && o.metadata.name === 'jh-jobharvest')).toEqual([]);
+    expect(rulesOf(one<V1Role>(objects, 'Role', 'jh-jobharvest-harvester')).flatMap((r) => r.resources)).toEqual(['leases', 'leases']);
     const withIssuer = await render(helm, {
       release: 'jh',
       namespace: 'jobharvest',
