@@ -139,12 +139,18 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
     },
     onStoppedLeading: () => log('info', 'no longer leading: harvests stopped'),
   });
+  // The election's timers are unref'd, and a follower has nothing else
+  // pending: without this a replica that is not leading would simply exit.
+  const alive = setInterval(() => {}, 1 << 30);
   let closing = false;
   const shutdown = (signal: string): void => {
     if (closing) return;
     closing = true;
     log('info', 'shutting down', { signal });
-    void leader.stop().then(() => process.exit(0));
+    void leader.stop().then(() => {
+      clearInterval(alive);
+      process.exit(0);
+    });
   };
   process.once('SIGTERM', () => shutdown('SIGTERM'));
   process.once('SIGINT', () => shutdown('SIGINT'));

@@ -93,18 +93,19 @@ export class Reconciler {
     const waiting = owned.some((p) => !podDone(p) && !p.metadata?.deletionTimestamp) || outcomes.some((o) => o.sidecar.kind === 'running');
     const since = finishedAt(job)?.getTime() ?? this.now();
     if (waiting && this.now() - since < this.podsDoneTimeoutMs) return { kind: 'requeue', afterMs: this.retryMs };
-    notes.push(...unaccountedNotes(owned, outcomes));
     const base = deliveryOf(status.sink, outcomes);
     const work = owned.filter((_p, i) => needsHarvest(outcomes[i]!.sidecar));
     const held = holdOf(job, this.o.key);
-    if (this.o.maxHoldSeconds <= 0 || (work.length === 0 && !held)) return this.report(job, withNotes(base, notes), signal);
+    // Reported as they are: a pod without a count says why it has none.
+    const asIs = (why: string[] = []): Promise<ReconcileResult> => this.report(job, withNotes(base, [...notes, ...unaccountedNotes(owned, outcomes), ...why]), signal);
+    if (this.o.maxHoldSeconds <= 0 || (work.length === 0 && !held)) return asIs();
 
     const endpoint = env[ENV.ENDPOINT.name];
     const destination = matchDestination(this.o.destinations, status.sink, endpoint);
     if (!destination) {
       const why = `the sink ${status.sink} at ${redactUrl(endpoint) ?? '(none)'} is not an approved destination: nothing sent by the harvester`;
       log('warn', 'not harvesting: destination not approved', { ...at, sink: status.sink, endpoint: redactUrl(endpoint) });
-      return this.report(job, withNotes(base, [...notes, why]), signal);
+      return asIs([why]);
     }
 
     let hold = held;
@@ -133,6 +134,7 @@ export class Reconciler {
     let lost = 0;
     let unaccounted = 0;
     let harvested = 0;
+    const failed: string[] = [];
     const sink = destination.sink;
     for (let i = 0; i < pods.length; i++) {
       const o = outcomes[i]!.sidecar;
@@ -153,10 +155,11 @@ export class Reconciler {
       } catch (err) {
         // The pod's logs cannot be read (gone, forbidden): nobody knows how many lines it had.
         unaccounted++;
+        failed.push(`${pod.metadata?.name ?? '?'}: could not be read (${(err as Error).message.slice(0, 120)})`);
         this.o.log('warn', 'could not harvest a pod; its missing lines are unaccounted', { ...fields, error: (err as Error).message });
       }
     }
-    return withNotes(withResumeGaps({ sink, pods: pods.length, shipped, lost, unaccounted, harvested }, outcomes), notes);
+    return withNotes(withResumeGaps({ sink, pods: pods.length, shipped, lost, unaccounted, harvested }, outcomes), [...notes, ...failed]);
   }
 
   private async release(job: V1Job, hold: Hold, delivery: Delivery, signal: AbortSignal): Promise<ReconcileResult> {

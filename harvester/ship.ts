@@ -110,7 +110,9 @@ export async function shipConfig(req: Omit<ShipRequest, 'signal'>): Promise<Conf
     esIndex: d.esIndex ?? String((ENV.ES_INDEX as { default?: string }).default),
     otlpEncoding: d.otlpEncoding ?? 'protobuf',
     ...(d.lokiTenant ? { lokiTenant: d.lokiTenant } : {}),
-    drainMs: Math.max(1000, req.deadlineMs),
+    // The engine keeps up to 2 s of its drain for its final writes; add them,
+    // so that shipping retries until the hold's deadline itself.
+    drainMs: Math.max(1000, req.deadlineMs) + 2000,
     maxRecordBytes: limits.maxRecordBytes,
     batchMaxBytes: limits.batchMaxBytes,
     batchMaxRecords: limits.batchMaxRecords,

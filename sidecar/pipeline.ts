@@ -236,7 +236,8 @@ export class Pipeline {
     clearTimeout(timer);
     this.options.signal?.removeEventListener('abort', hit);
     if (deadlineHit) {
-      log.warn('drain deadline reached; what is not acknowledged goes to the dead-letter file', { deadLetterFile: this.deadLetter.file });
+      if (this.deadLetter.file) log.warn('drain deadline reached; what is not acknowledged goes to the dead-letter file', { deadLetterFile: this.deadLetter.file });
+      else log.warn('drain deadline reached; what is not acknowledged is counted as unsent');
       // Delivery first: that also wakes a source waiting for capacity, so it can see its own shutdown.
       await this.delivery.shutdown();
       await this.source.shutdown();

@@ -50,7 +50,7 @@ describe('harvester: shipping one pod with the engine', () => {
     expect(t.sink.accepted.map((d) => d.message).sort()).toEqual(lines(10, 20).map((l) => l.msg).sort());
     expect(t.sink.accepted[0]).toMatchObject({ 'k8s.namespace.name': 'team-a', 'k8s.pod.name': t.kube.name, 'k8s.container.name': 'main', 'k8s.job.name': 'job-abc' });
     // The engine's configuration is typed: the day-long and week-long drains are taken as given.
-    expect((await shipConfig(t.req(hold))).drainMs).toBe(hold * 1000);
+    expect((await shipConfig(t.req(hold))).drainMs).toBe(hold * 1000 + 2000);
   });
 
   it('no message: the whole log, counted first', async () => {
