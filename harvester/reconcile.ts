@@ -80,9 +80,9 @@ export class Reconciler {
 
     const verified = verifyInjection(job, this.o.key);
     const pods = await api.listPods(namespace, job.metadata?.uid ?? '');
-    const { owned, foreign } = ownedPods(job, pods);
+    const { owned, foreign } = ownedPods(job, pods, verified.ok ? { name: verified.value.status.container, digest: verified.value.sidecarDigest } : undefined);
     const notes: string[] = [];
-    if (foreign > 0) notes.push(`${foreign} pod(s) carry the Job's label but are not controlled by it: ignored`);
+    if (foreign > 0) notes.push(`${foreign} pod(s) carry the Job's label but are not its own (not controlled by it, or not running the sidecar jobharvest rendered): ignored`);
     if (!verified.ok) {
       // Not ours to act on: say so on the Job, touch nothing else.
       log('warn', 'not harvesting a Job whose injection cannot be verified', { ...at, why: verified.why });

@@ -6,12 +6,14 @@
 import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import { NAMES } from '../src/contract/env.ts';
 import { STATUS_ANNOTATION, type InjectionStatus } from '../src/contract/harvest.ts';
-import { injectionParts, PURPOSE, sign, SIGNATURE_ANNOTATION, verify, type SigningKey } from '../src/contract/signature.ts';
+import { injectionParts, PURPOSE, sidecarDigest, sign, SIGNATURE_ANNOTATION, verify, type SigningKey } from '../src/contract/signature.ts';
 
 export type Verified<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly why: string };
 
 export interface VerifiedInjection {
   readonly status: InjectionStatus;
+  /** The digest of the signed sidecar: every pod of the Job must carry exactly it. */
+  readonly sidecarDigest: string;
   /** The sidecar's env as the webhook rendered it (plain values only): what it was told to do. */
   readonly env: Readonly<Record<string, string>>;
 }
@@ -40,21 +42,27 @@ export function verifyInjection(job: V1Job, key: SigningKey): Verified<VerifiedI
   }
   const env: Record<string, string> = {};
   for (const e of sidecar?.env ?? []) if (e.value !== undefined) env[e.name] = e.value;
-  return { ok: true, value: { status, env } };
+  return { ok: true, value: { status, env, sidecarDigest: sidecarDigest(sidecar as Record<string, unknown> | undefined) } };
 }
 
 /**
- * The Job's own pods: a controller ownerReference with the Job's uid. The
- * `controller-uid` label used to list them is only a filter; anyone can put
- * it on a bare pod, or on the template of a Job with a manual selector.
+ * The Job's own pods: a controller ownerReference with the Job's uid, and
+ * (when the injection is verified) exactly the sidecar that was signed. The
+ * `controller-uid` label used to list them is only a filter: anyone can put
+ * it on a bare pod or on the template of a Job with a manual selector, and
+ * the Job controller even adopts such an orphan, so ownership alone does not
+ * prove the pod came from the signed template.
  */
-export function ownedPods(job: V1Job, pods: readonly V1Pod[]): { owned: V1Pod[]; foreign: number } {
+export function ownedPods(job: V1Job, pods: readonly V1Pod[], signedSidecar?: { name: string; digest: string }): { owned: V1Pod[]; foreign: number } {
   const uid = job.metadata?.uid;
   const owned: V1Pod[] = [];
   let foreign = 0;
   for (const p of pods) {
     const ref = (p.metadata?.ownerReferences ?? []).find((r) => r.controller === true);
-    if (uid && ref && ref.uid === uid && ref.kind === 'Job' && ref.apiVersion === 'batch/v1') owned.push(p);
+    const controlled = uid !== undefined && ref !== undefined && ref.uid === uid && ref.kind === 'Job' && ref.apiVersion === 'batch/v1';
+    const sidecar = signedSidecar ? (p.spec?.initContainers ?? []).find((c) => c.name === signedSidecar.name) : undefined;
+    const rendered = !signedSidecar || sidecarDigest(sidecar as Record<string, unknown> | undefined) === signedSidecar.digest;
+    if (controlled && rendered) owned.push(p);
     else foreign++;
   }
   return { owned, foreign };

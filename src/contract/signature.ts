@@ -8,6 +8,7 @@
 // jobharvest's namespace). The webhook signs what it injected; the harvester
 // signs the hold and the delivery record it writes. Both sides import this file.
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { ENV_NAMES, NAMES } from './env.ts';
 
 export const SIGNATURE_ANNOTATION = 'jobharvest.io/signature';
 const PREFIX = 'v1.';
@@ -46,21 +47,30 @@ export function verify(key: SigningKey, purpose: string, parts: readonly string[
 
 type Obj = Record<string, unknown>;
 
+const OUR_ENV = new Set(ENV_NAMES);
+
 /**
  * The parts of the sidecar container that decide what it does and where it
- * sends, in a form the API server's defaulting leaves alone (it adds
- * `terminationMessagePath`, `imagePullPolicy` and the like, never touches these).
+ * sends, and that nothing between the webhook and the running pod changes:
+ * its name, command, restart policy, the variables of the env contract and
+ * the volumes the webhook mounts. Left out on purpose: fields the API server
+ * defaults (`terminationMessagePath`, `imagePullPolicy`), the service-account
+ * token mount the ServiceAccount admission adds to every container of a pod,
+ * variables other mutating webhooks add to every container (proxies, APM
+ * agents), and the image, which policy engines rewrite to a digest.
  */
 export function sidecarDigest(container: Obj | undefined): string {
   if (!container) return '';
-  const env = ((container.env as Obj[] | undefined) ?? []).map((e) => {
+  const env = ((container.env as Obj[] | undefined) ?? []).filter((e) => OUR_ENV.has(String(e.name))).map((e) => {
     const from = e.valueFrom as Obj | undefined;
     const ref = (from?.secretKeyRef ?? from?.configMapKeyRef) as Obj | undefined;
     const field = from?.fieldRef as Obj | undefined;
     return [e.name, e.value ?? null, ref ? [from?.secretKeyRef ? 's' : 'c', ref.name, ref.key] : null, field ? field.fieldPath : null];
   });
-  const mounts = ((container.volumeMounts as Obj[] | undefined) ?? []).map((m) => [m.name, m.mountPath, m.subPath ?? null, m.subPathExpr ?? null, m.readOnly === true]);
-  const shape = [container.name, container.image, container.command ?? null, container.args ?? null, container.restartPolicy ?? null, env, mounts];
+  const mounts = ((container.volumeMounts as Obj[] | undefined) ?? [])
+    .filter((m) => String(m.name).startsWith(NAMES.container))
+    .map((m) => [m.name, m.mountPath, m.subPath ?? null, m.subPathExpr ?? null, m.readOnly === true]);
+  const shape = [container.name, container.command ?? null, container.args ?? null, container.restartPolicy ?? null, env, mounts];
   return createHash('sha256').update(JSON.stringify(shape)).digest('base64url');
 }
 

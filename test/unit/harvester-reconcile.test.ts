@@ -35,7 +35,8 @@ function finished(j: V1Job): V1Job {
   };
 }
 
-function pod(name: string, message: string | undefined, owner: string | null = 'job-uid'): V1Pod {
+/** A pod of the Job: its controller reference, and the sidecar of `from`'s template, as the Job controller creates it. */
+function pod(name: string, message: string | undefined, owner: string | null = 'job-uid', from: V1Job = injectedJob()): V1Pod {
   return {
     metadata: {
       name,
@@ -44,7 +45,7 @@ function pod(name: string, message: string | undefined, owner: string | null = '
       labels: { 'batch.kubernetes.io/controller-uid': 'job-uid', 'batch.kubernetes.io/job-name': 'build' },
       ...(owner ? { ownerReferences: [{ apiVersion: 'batch/v1', kind: 'Job', name: 'build', uid: owner, controller: true }] } : {}),
     },
-    spec: { containers: [] },
+    spec: { containers: [], initContainers: structuredClone(from.spec!.template.spec!.initContainers) },
     status: {
       phase: 'Succeeded',
       initContainerStatuses: [{ name: 'jobharvest', image: 'x', imageID: '', ready: false, restartCount: 0, state: message === undefined ? {} : { terminated: { exitCode: 3, message } } }],
@@ -186,8 +187,36 @@ describe('reconcile', () => {
     expect(api.delivery()).toMatchObject({ pods: 0, notes: [expect.stringContaining('2 pod(s)')] });
   });
 
+  it("the pod's sidecar as admission leaves it (token mount, other webhooks' env, an image pinned to a digest) is still the signed one", async () => {
+    const j = injectedJob();
+    const p = pod('p1', unsent(5), 'job-uid', j);
+    const c = p.spec!.initContainers![0]!;
+    c.image = 'registry.example/jobharvest@sha256:' + 'a'.repeat(64);
+    c.env = [...(c.env ?? []), { name: 'DD_AGENT_HOST', valueFrom: { fieldRef: { fieldPath: 'status.hostIP' } } }, { name: 'HTTP_PROXY', value: 'http://proxy:3128' }];
+    c.volumeMounts = [...(c.volumeMounts ?? []), { name: 'kube-api-access-x7k2p', mountPath: '/var/run/secrets/kubernetes.io/serviceaccount', readOnly: true }];
+    c.terminationMessagePath = '/dev/termination-log';
+    const api = new FakeApi(j, [p]);
+    const shipped: ShipRequest[] = [];
+    await run(reconciler(api, shipped));
+    expect(shipped).toHaveLength(1);
+    expect(api.delivery()?.notes).toBeUndefined();
+  });
+
+  it('a pod the Job controls but whose sidecar is not the signed one (an adopted orphan) is not the Job\'s either', async () => {
+    const j = injectedJob();
+    const adopted = pod('adopted', unsent(5));
+    adopted.spec = { containers: [], initContainers: [{ name: 'jobharvest', image: 'busybox', env: [{ name: 'JOBHARVEST_ENDPOINT', value: 'http://169.254.169.254/' }] }] };
+    const genuine = pod('genuine', unsent(5), 'job-uid', j);
+    const api = new FakeApi(j, [adopted, genuine]);
+    const shipped: ShipRequest[] = [];
+    await run(reconciler(api, shipped));
+    expect(shipped.map((r) => r.pod.metadata?.name)).toEqual(['genuine']);
+    expect(api.delivery()).toMatchObject({ pods: 1, notes: [expect.stringContaining('1 pod(s)')] });
+  });
+
   it('a sink endpoint the operator did not approve: nothing sent, no hold, and the record says why', async () => {
-    const api = new FakeApi(injectedJob({ endpoint: 'http://169.254.169.254/latest/meta-data' }), [pod('p1', unsent(5))]);
+    const j = injectedJob({ endpoint: 'http://169.254.169.254/latest/meta-data' });
+    const api = new FakeApi(j, [pod('p1', unsent(5), 'job-uid', j)]);
     const shipped: ShipRequest[] = [];
     await run(reconciler(api, shipped));
     expect(shipped).toHaveLength(0);

@@ -1,0 +1,189 @@
+/**
+ * What the harvester does not trust, on the real control plane with the test
+ * kubelet, the webhook and the harvester as their own processes: Jobs, pods
+ * and annotations a tenant forged, and endpoints the operator never approved.
+ * A loopback listener stands in for the place a tenant would have the
+ * harvester send to; it counts every request it gets.
+ */
+import type { V1Job, V1Pod } from '@kubernetes/client-node';
+import { createServer, type Server } from 'node:http';
+import { gunzipSync } from 'node:zlib';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { INJECTED_LABEL, STATUS_ANNOTATION } from '../../src/contract/harvest.ts';
+import { DELIVERY_ANNOTATION, HOLD_ANNOTATION } from '../../src/contract/harvest.ts';
+import type { Delivery } from '../../harvester/report.ts';
+import { useCluster, waitFor } from '../harness/cluster/client.ts';
+import { numberedLines, shellJob, Stack } from '../harness/kubelet/stack.ts';
+
+const cluster = useCluster();
+let stack: Stack;
+const rows: string[] = [];
+
+/** An HTTP server on loopback that counts requests, and answers with `status()`. */
+class Listener {
+  requests = 0;
+  lines = 0;
+  status: () => number = () => 200;
+  private server!: Server;
+  url = '';
+  async start(): Promise<this> {
+    this.server = createServer((req, res) => {
+      this.requests++;
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const code = this.status();
+        const raw = Buffer.concat(chunks);
+        const body = (req.headers['content-encoding'] === 'gzip' ? gunzipSync(raw) : raw).toString('utf8');
+        if (code === 200) this.lines += body.split('\n').filter(Boolean).length;
+        res.writeHead(code).end();
+      });
+    });
+    await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', r));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/ingest`;
+    return this;
+  }
+  async stop(): Promise<void> {
+    this.server.closeAllConnections();
+    await new Promise((r) => this.server.close(r));
+  }
+}
+
+let listener: Listener;
+
+beforeAll(async () => {
+  stack = await Stack.start({ info: cluster.info, name: 'ht', kubelet: { restartBackoffMs: 300 } });
+  listener = await new Listener().start();
+}, 240_000);
+
+afterAll(async () => {
+  console.log('harvester trust: scenario / requests at the tenant listener / delivery record');
+  for (const r of rows) console.log(`  ${r}`);
+  await listener?.stop();
+  await stack?.stop();
+}, 120_000);
+
+async function record(ns: string, name: string): Promise<{ job: V1Job; delivery: Delivery & { sig?: string } }> {
+  return waitFor(
+    `the delivery record on ${ns}/${name}`,
+    async () => {
+      const job = await stack.batch.readNamespacedJob({ name, namespace: ns });
+      const raw = job.metadata?.annotations?.[DELIVERY_ANNOTATION];
+      const d = raw ? (JSON.parse(raw) as Delivery & { sig?: string }) : undefined;
+      // Only the harvester's own (signed) record counts; a forged one is there from the start.
+      return d?.sig ? { job, delivery: d } : undefined;
+    },
+    { timeoutMs: 60_000 },
+  );
+}
+
+/** A sidecar of the tenant's own, named like ours: runs until SIGTERM and leaves no report. */
+function forgedSidecar(endpoint: string) {
+  return {
+    name: 'jobharvest',
+    image: 'busybox:1.36',
+    restartPolicy: 'Always',
+    command: ['sh', '-c', 'sleep 3600'],
+    env: [
+      { name: 'JOBHARVEST_SINK', value: 'http' },
+      { name: 'JOBHARVEST_ENDPOINT', value: endpoint },
+      { name: 'JOBHARVEST_HEADERS', value: 'metadata-flavor=Google,host=metadata.google.internal' },
+      { name: 'JOBHARVEST_TLS_INSECURE_SKIP_VERIFY', value: 'true' },
+      { name: 'JOBHARVEST_BATCH_MAX_BYTES', value: '67108864' },
+    ],
+  };
+}
+
+const forgedStatus = JSON.stringify({ version: '0.1.0', mode: 'node', sink: 'http', container: 'jobharvest', volumes: [], ttlSecondsAfterFinished: 60, terminationGracePeriodSeconds: null, defaultContainer: null });
+
+describe('the harvester acts only on what it can verify', () => {
+  it('T1. a forged sidecar under a status annotation set in advance: not held, nothing sent, the record says why', async () => {
+    const ns = await stack.namespace('t1');
+    const before = listener.requests;
+    const job = shellJob('t1', { script: numberedLines('t1', 50) });
+    job.metadata = { name: 't1', labels: { [INJECTED_LABEL]: 'true' }, annotations: { [STATUS_ANNOTATION]: forgedStatus } };
+    job.spec!.ttlSecondsAfterFinished = 60;
+    job.spec!.template.spec!.initContainers = [forgedSidecar(listener.url)];
+    await stack.batch.createNamespacedJob({ namespace: ns, body: job });
+    const { job: done, delivery } = await record(ns, 't1');
+    expect(done.metadata?.annotations?.[HOLD_ANNOTATION]).toBeUndefined();
+    expect(done.spec?.ttlSecondsAfterFinished).toBe(60);
+    expect(delivery.notes?.[0]).toMatch(/^not harvested: the injection is not signed/);
+    // Long enough for a harvest to have started, had there been one.
+    await new Promise((r) => setTimeout(r, 3000));
+    rows.push(`T1. forged sidecar, status set in advance: ${listener.requests - before} / ${JSON.stringify({ ...delivery, sig: '…' })}`);
+    expect(listener.requests - before).toBe(0);
+  }, 120_000);
+
+  it('T2. a bare pod carrying a Job\'s controller-uid label is not that Job\'s: not read, not counted, said so', async () => {
+    const ns = await stack.namespace('t2');
+    const before = listener.requests;
+    // The Job's own pod waits until the bare pod exists, so both are there when it finishes.
+    const created = await stack.batch.createNamespacedJob({ namespace: ns, body: shellJob('t2', { script: `sleep 2; ${numberedLines('t2', 40)}` }) });
+    const uid = created.metadata!.uid!;
+    // Controlled by something else, so the Job controller neither adopts it nor
+    // deletes it as an extra pod (an orphan it would adopt; the unit tests
+    // cover that case: its sidecar is not the signed one).
+    const owner = await stack.core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 't2-owner' } } });
+    const bare: V1Pod = {
+      metadata: {
+        name: 't2-bare',
+        labels: { 'batch.kubernetes.io/controller-uid': uid, 'batch.kubernetes.io/job-name': 't2' },
+        ownerReferences: [{ apiVersion: 'v1', kind: 'ConfigMap', name: 't2-owner', uid: owner.metadata!.uid!, controller: true }],
+      },
+      spec: { restartPolicy: 'Never', initContainers: [forgedSidecar(listener.url) as never], containers: [{ name: 'main', image: 'busybox:1.36', command: ['sh', '-c', 'echo bare'] }] },
+    };
+    await stack.core.createNamespacedPod({ namespace: ns, body: bare });
+    const { delivery } = await record(ns, 't2');
+    expect(delivery).toMatchObject({ pods: 1, shipped: 40, lost: 0, unaccounted: 0 });
+    // Whether or not the Job controller adopted the orphan by then, it is not the Job's pod for the harvester.
+    expect(delivery.notes).toEqual([expect.stringContaining("1 pod(s) carry the Job's label but are not its own")]);
+    await new Promise((r) => setTimeout(r, 2000));
+    rows.push(`T2. bare pod with the Job's controller-uid: ${listener.requests - before} / ${JSON.stringify({ ...delivery, sig: '…' })}`);
+    expect(listener.requests - before).toBe(0);
+  }, 120_000);
+
+  it('T3. hold and delivery set in advance change nothing: the real record is written, the TTL is the Job\'s own', async () => {
+    const ns = await stack.namespace('t3');
+    const job = shellJob('t3', { script: numberedLines('t3', 30) });
+    job.metadata = {
+      name: 't3',
+      annotations: {
+        [DELIVERY_ANNOTATION]: JSON.stringify({ sink: 'loki', pods: 1, shipped: 999, lost: 0, unaccounted: 0 }),
+        [HOLD_ANNOTATION]: JSON.stringify({ originalTtl: null, since: new Date().toISOString(), maxHoldSeconds: 600 }),
+      },
+    };
+    job.spec!.ttlSecondsAfterFinished = 60;
+    await stack.batch.createNamespacedJob({ namespace: ns, body: job });
+    const { job: done, delivery } = await record(ns, 't3');
+    expect(delivery).toMatchObject({ sink: 'loki', pods: 1, shipped: 30, lost: 0, unaccounted: 0 });
+    expect(done.spec?.ttlSecondsAfterFinished).toBe(60);
+    rows.push(`T3. hold and delivery set in advance: - / ${JSON.stringify({ ...delivery, sig: '…' })}`);
+  }, 120_000);
+
+  it('T4. a tenant endpoint outside the approved destinations: the sidecar ships there as told, the harvester sends nothing', async () => {
+    const ns = await stack.namespace('t4', { drainSeconds: 3 });
+    const before = listener.requests;
+    const linesBefore = listener.lines;
+    // The tenant's server takes the first 100 lines, then fails: the sidecar cannot finish.
+    listener.status = () => (listener.lines - linesBefore >= 100 ? 503 : 200);
+    try {
+      const job = shellJob('t4', { terminationGracePeriodSeconds: 8, script: `${numberedLines('t4', 100)}; sleep 2; ${numberedLines('t4', 50, 101)}` });
+      job.metadata = { name: 't4', annotations: { 'jobharvest.io/sink': 'http', 'jobharvest.io/endpoint': listener.url } };
+      await stack.batch.createNamespacedJob({ namespace: ns, body: job });
+      const { job: done, delivery } = await record(ns, 't4');
+      const atRecord = listener.requests;
+      expect(listener.lines - linesBefore).toBe(100);
+      expect(done.metadata?.annotations?.[HOLD_ANNOTATION]).toBeUndefined();
+      expect(delivery).toMatchObject({ sink: 'http', pods: 1, shipped: 100, lost: 50, unaccounted: 0 });
+      expect(delivery.notes).toEqual([expect.stringMatching(/the sink http at http:\/\/127\.0\.0\.1:\d+\/ingest is not an approved destination/)]);
+      await new Promise((r) => setTimeout(r, 3000));
+      rows.push(`T4. endpoint not approved: ${listener.requests - before} (all from the sidecar, none after its exit) / ${JSON.stringify({ ...delivery, sig: '…' })}`);
+      // Every request came from the sidecar, before the record; none since.
+      expect(listener.requests).toBe(atRecord);
+    } finally {
+      listener.status = () => 200;
+    }
+  }, 120_000);
+});
