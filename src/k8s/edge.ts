@@ -19,6 +19,7 @@ import { startLeader } from './leader.ts';
 import type { TerminationMessage } from '../contract/termination.ts';
 import { hostname } from 'node:os';
 import { startNamespaceCache } from './namespace-cache.ts';
+import { namespaceLookup, type LiveReadResult, type LiveReadTrigger } from './namespace-live.ts';
 import { registerUrlWebhook } from './register.ts';
 
 export type CertMode = 'auto' | 'cert-manager' | 'provided' | 'local';
@@ -54,6 +55,8 @@ export interface EdgeOptions {
   log: Log;
   onCertExpiry?: (seconds: number) => void;
   onCaBundle?: (matches: boolean) => void;
+  /** Each live read of a namespace an admission waited for (see namespace-live.ts). */
+  onNamespaceLiveRead?: (trigger: LiveReadTrigger, result: LiveReadResult) => void;
 }
 
 export interface Edge {
@@ -87,6 +90,11 @@ export async function startEdgeWith(kc: KubeConfig, opts: EdgeOptions): Promise<
     ...(rbac ? { listeners: [(ns, deleted) => rbac.onNamespace(ns, deleted)] } : {}),
   });
   stops.push(() => namespaces.stop());
+  const admissionNamespace = namespaceLookup(namespaces, {
+    optedIn: (ns) => optedIn(ns, opts.config),
+    log,
+    ...(opts.onNamespaceLiveRead ? { onLiveRead: opts.onNamespaceLiveRead } : {}),
+  });
 
   const tlsListeners: Array<(p: FilePair) => void> = [];
   let tls: FilePair | undefined;
@@ -212,7 +220,7 @@ export async function startEdgeWith(kc: KubeConfig, opts: EdgeOptions): Promise<
   return {
     deps: {
       config: opts.config,
-      namespace: (n) => namespaces.get(n),
+      namespace: admissionNamespace,
       serverVersion: () => version,
       ...(rbac
         ? {
