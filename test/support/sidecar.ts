@@ -1,6 +1,6 @@
 import { defaultConfig } from '../../src/core/config.ts';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, copyFileSync, cpSync, existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, copyFileSync, cpSync, existsSync, linkSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -49,26 +49,54 @@ export function closedAncestor(path: string): string | undefined {
   return undefined;
 }
 
+const STAGE_PREFIX = 'jh-sidecar-run-';
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Folders a test process staged and could not remove (a runner killed outright); their name holds its pid. */
+function pruneStaged(root: string): void {
+  for (const name of readdirSync(root)) {
+    const pid = Number(/^jh-sidecar-run-(\d+)-/.exec(name)?.[1]);
+    if (pid && pid !== process.pid && !alive(pid)) rmSync(join(root, name), { recursive: true, force: true });
+  }
+}
+
 let staged: { node: string; bundle: string } | undefined;
 /**
  * The node binary and the bundle where another user can run them. A clone may
  * sit under a folder only its owner can enter (root's home, `mktemp -d`), and
  * there a sidecar started as 65534 cannot even execute node. So for a run as
- * another user both are copied, once per test process, into a world-readable
- * folder under the system's temporary folder; if even that is closed to other
- * users, this says so at once instead of leaving the spawn to fail.
+ * another user both are linked (or copied), once per test process, into a
+ * world-readable folder under the system's temporary folder; if even that is
+ * closed to other users, this says so at once instead of leaving the spawn to
+ * fail.
  */
 export function runnableByOthers(): { node: string; bundle: string } {
   if (staged && existsSync(staged.node) && existsSync(staged.bundle)) return staged;
   const bundle = ensureSidecarBundle();
-  const dir = mkdtempSync(join(tmpdir(), 'jh-sidecar-run-'));
+  pruneStaged(tmpdir());
+  const dir = mkdtempSync(join(tmpdir(), `${STAGE_PREFIX}${process.pid}-`));
   chmodSync(dir, 0o755);
   onRunnerExit(() => rmSync(dir, { recursive: true, force: true }));
   const closed = closedAncestor(dir);
   if (closed) throw new Error(`cannot run the sidecar as another user: ${closed} is closed to other users (mode ${(statSync(closed).mode & 0o777).toString(8)}); point TMPDIR at a folder they can enter`);
   const node = join(dir, 'node');
-  copyFileSync(process.execPath, node);
-  chmodSync(node, 0o755);
+  try {
+    // A hard link costs nothing, if the binary's own mode lets others run it.
+    linkSync(process.execPath, node);
+    if ((statSync(node).mode & 0o005) !== 0o005) throw new Error('not runnable by others');
+  } catch {
+    rmSync(node, { force: true });
+    copyFileSync(process.execPath, node);
+    chmodSync(node, 0o755);
+  }
   const copy = join(dir, 'sidecar.mjs');
   copyFileSync(bundle, copy);
   cpSync(join(dirname(bundle), 'sidecar-chunks'), join(dir, 'sidecar-chunks'), { recursive: true });
