@@ -8,7 +8,7 @@ const here = import.meta.dirname;
 // fixtures, and anything shared lives in test/support/, test/harness/ or
 // test/golden/. Everything outside the suite is a target.
 const OUTSIDE = (suite) => ['./{src,sidecar,bench,scripts}/**', `./test/!(${suite})/**`];
-const SUITE_ZONES = ['unit', 'integration', 'e2e'].map((suite) => ({
+const SUITE_ZONES = ['unit', 'integration', 'e2e', 'node'].map((suite) => ({
   target: OUTSIDE(suite),
   from: `./test/${suite}`,
   message: `test/${suite}/ is that suite's own; move what others need to test/support/, test/harness/ or test/golden/.`,

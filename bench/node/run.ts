@@ -47,7 +47,7 @@ import { kubeConfigFor, numberedLines } from '../../test/harness/kubelet/stack.t
 import { BUSYBOX_IMAGE } from '../../test/harness/node/images.ts';
 import { exact } from '../../test/harness/servers/victorialogs.ts';
 import { waitFor } from '../../test/support/wait.ts';
-import { createNamespace, startProductOnNode, unavailable, type NodeEnv } from '../../test/node/support.ts';
+import { createNamespace, startProductOnNode, unavailable, type NodeEnv } from '../../test/support/node-env.ts';
 import { bareId, criTimesMs, findMemoryCgroup, MiB, readMemory, type MemorySample } from './cgroup.ts';
 
 const JOBS = Number(process.env.BENCH_NODE_JOBS ?? 20);

@@ -75,8 +75,14 @@ export function createMetrics(opts: { defaultMetrics?: boolean } = {}) {
     help: '1 when the MutatingWebhookConfiguration caBundle does not trust the serving certificate.',
     registers: [registry],
   });
+  const namespaceLiveReads = new Counter({
+    name: 'jobharvest_namespace_live_reads_total',
+    help: 'Namespaces read from the API server during an admission, because the cache had not seen them (trigger unseen) or said not opted in for one created or changed a moment ago (trigger recent). By result: opted-in, not-opted-in, not-found, error or timeout (the last three fall back to the cached answer).',
+    labelNames: ['trigger', 'result'] as const,
+    registers: [registry],
+  });
   const ready = new Gauge({ name: 'jobharvest_ready', help: '1 when /readyz answers ready.', registers: [registry] });
-  return { registry, requests, injected, skipped, errors, badRequests, warnings, latency, ready, certExpiry, caBundleMismatch };
+  return { registry, requests, injected, skipped, errors, badRequests, warnings, latency, ready, certExpiry, caBundleMismatch, namespaceLiveReads };
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;

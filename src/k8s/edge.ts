@@ -15,6 +15,7 @@ import { managedByLabels } from './labels.ts';
 import type { Log } from './log.ts';
 import { LogReaderRbac } from './log-reader-rbac.ts';
 import { startNamespaceCache } from './namespace-cache.ts';
+import { namespaceLookup, type LiveReadResult, type LiveReadTrigger } from './namespace-live.ts';
 import { registerUrlWebhook } from './register.ts';
 
 export type CertMode = 'auto' | 'cert-manager' | 'provided' | 'local';
@@ -50,6 +51,8 @@ export interface EdgeOptions {
   log: Log;
   onCertExpiry?: (seconds: number) => void;
   onCaBundle?: (matches: boolean) => void;
+  /** Each live read of a namespace an admission waited for (see namespace-live.ts). */
+  onNamespaceLiveRead?: (trigger: LiveReadTrigger, result: LiveReadResult) => void;
 }
 
 export interface Edge {
@@ -83,6 +86,11 @@ export async function startEdgeWith(kc: KubeConfig, opts: EdgeOptions): Promise<
     ...(rbac ? { listeners: [(ns, deleted) => rbac.onNamespace(ns, deleted)] } : {}),
   });
   stops.push(() => namespaces.stop());
+  const admissionNamespace = namespaceLookup(namespaces, {
+    optedIn: (ns) => optedIn(ns, opts.config),
+    log,
+    ...(opts.onNamespaceLiveRead ? { onLiveRead: opts.onNamespaceLiveRead } : {}),
+  });
 
   const tlsListeners: Array<(p: FilePair) => void> = [];
   let tls: FilePair | undefined;
@@ -164,7 +172,7 @@ export async function startEdgeWith(kc: KubeConfig, opts: EdgeOptions): Promise<
   return {
     deps: {
       config: opts.config,
-      namespace: (n) => namespaces.get(n),
+      namespace: admissionNamespace,
       serverVersion: () => version,
       signingKey: opts.signingKey,
       ...(rbac

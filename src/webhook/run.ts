@@ -76,6 +76,7 @@ export async function runWebhook(flags: WebhookOptions): Promise<void> {
       log: early,
       onCertExpiry: (s) => metrics.certExpiry.set(s),
       onCaBundle: (ok) => metrics.caBundleMismatch.set(ok ? 0 : 1),
+      onNamespaceLiveRead: (trigger, result) => metrics.namespaceLiveReads.inc({ trigger, result }),
     });
     if (!edge) early('info', 'no kubeconfig found: running standalone (every namespace not excluded counts as opted in)');
   }

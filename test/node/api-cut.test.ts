@@ -24,7 +24,8 @@ import { exact, type VictoriaLogs } from '../harness/servers/victorialogs.ts';
 import { waitFor } from '../support/wait.ts';
 import { summaryIn } from '../support/summary.ts';
 import { jobFinished, jobPod } from './scenario-support.ts';
-import { createNamespace, describeRealNode, startProductOnNode, waitForPodPhase, type NodeEnv, type ProductOnNode } from './support.ts';
+import { createNamespace, startProductOnNode, waitForPodPhase, type NodeEnv, type ProductOnNode } from '../support/node-env.ts';
+import { describeRealNode } from './support.ts';
 
 const IMAGE = BUSYBOX_IMAGE.replace('docker.io/library/', '');
 const BURSTS = 130;

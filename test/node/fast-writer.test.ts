@@ -26,7 +26,8 @@ import { NAMES } from '../../src/contract/env.ts';
 import { BUSYBOX_IMAGE } from '../harness/node/images.ts';
 import { exact, type VictoriaLogs } from '../harness/servers/victorialogs.ts';
 import { containerIdOf, containerPids, jobFinished, jobPod, openFiles, sidecarSummary } from './scenario-support.ts';
-import { createNamespace, describeRealNode, startProductOnNode, type NodeEnv, type ProductOnNode } from './support.ts';
+import { createNamespace, startProductOnNode, type NodeEnv, type ProductOnNode } from '../support/node-env.ts';
+import { describeRealNode } from './support.ts';
 
 const IMAGE = BUSYBOX_IMAGE.replace('docker.io/library/', '');
 // `chunk 00001 line 000001 ` and a 100-digit number: 124 bytes and the newline.

@@ -7,7 +7,8 @@ import { kubeConfigFor, numberedLines } from '../harness/kubelet/stack.ts';
 import { BUSYBOX_IMAGE } from '../harness/node/images.ts';
 import { exact, VictoriaLogs } from '../harness/servers/victorialogs.ts';
 import { waitFor } from '../support/wait.ts';
-import { createNamespace, describeRealNode, startProductOnNode, type NodeEnv, type ProductOnNode } from './support.ts';
+import { createNamespace, startProductOnNode, type NodeEnv, type ProductOnNode } from '../support/node-env.ts';
+import { describeRealNode } from './support.ts';
 
 const N = 200;
 const FAST = 30_000;

@@ -13,7 +13,8 @@ import { exact, VictoriaLogs } from '../harness/servers/victorialogs.ts';
 import { summaryIn } from '../support/summary.ts';
 import { waitFor } from '../support/wait.ts';
 import { containerPids } from './scenario-support.ts';
-import { createNamespace, describeRealNode, startProductOnNode, type NodeEnv, type ProductOnNode } from './support.ts';
+import { createNamespace, startProductOnNode, type NodeEnv, type ProductOnNode } from '../support/node-env.ts';
+import { describeRealNode } from './support.ts';
 
 const IMAGE = BUSYBOX_IMAGE.replace('docker.io/library/', '');
 

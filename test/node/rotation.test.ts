@@ -3,7 +3,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { BUSYBOX_IMAGE } from '../harness/node/images.ts';
 import { waitFor } from '../support/wait.ts';
-import { createNamespace, describeRealNode, startNodeEnv, waitForPodPhase, type NodeEnv } from './support.ts';
+import { createNamespace, startNodeEnv, waitForPodPhase, type NodeEnv } from '../support/node-env.ts';
+import { describeRealNode } from './support.ts';
 
 // Three bursts of 10000 lines (1.36 MB each with the CRI prefix, past
 // containerLogMaxSize 1Mi), each followed by a pause longer than the kubelet's

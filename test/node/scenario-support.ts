@@ -10,7 +10,7 @@ import { NAMES } from '../../src/contract/env.ts';
 import type { RealNode } from '../harness/node/node.ts';
 import { summaryIn } from '../support/summary.ts';
 import { waitFor } from '../support/wait.ts';
-import type { NodeEnv } from './support.ts';
+import type { NodeEnv } from '../support/node-env.ts';
 
 export async function jobPod(env: NodeEnv, namespace: string, job: string): Promise<{ name: string; uid: string }> {
   const pod = await waitFor(

@@ -2,7 +2,8 @@ import { statSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { BUSYBOX_IMAGE } from '../harness/node/images.ts';
-import { createNamespace, describeRealNode, startNodeEnv, waitForPodPhase, type NodeEnv } from './support.ts';
+import { createNamespace, startNodeEnv, waitForPodPhase, type NodeEnv } from '../support/node-env.ts';
+import { describeRealNode } from './support.ts';
 
 describeRealNode('a real node', () => {
   let env: NodeEnv;
