@@ -13,7 +13,7 @@ import { messageOf } from './errors.ts';
 import { retryUntil } from './retry.ts';
 import { managedByLabels } from './labels.ts';
 import type { Log } from './log.ts';
-import { LogReaderRbac } from './log-reader-rbac.ts';
+import { LogReaderRbac, optedIn } from './log-reader-rbac.ts';
 import { startNamespaceCache } from './namespace-cache.ts';
 import { namespaceLookup, type LiveReadResult, type LiveReadTrigger } from './namespace-live.ts';
 import { registerUrlWebhook } from './register.ts';
