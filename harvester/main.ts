@@ -102,6 +102,8 @@ function kubeConfig(file: string | undefined): KubeConfig {
 
 export async function runHarvester(s: HarvesterSettings): Promise<void> {
   const kc = kubeConfig(s.kubeconfig);
+  // Assigned below; the reconciler asks it before every write.
+  let leader: { isLeader(): boolean } | undefined;
   const reconciler = new Reconciler({
     api: harvestApi(kc),
     key: s.signingKey,
@@ -113,9 +115,10 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
     log,
     podsDoneTimeoutMs: s.podsDoneTimeoutMs,
     identity: s.identity,
+    mayWrite: () => leader?.isLeader() === true,
   });
   log('info', 'harvester starting', { namespace: s.namespace, lease: s.leaseName, identity: s.identity, destinations: s.destinations.map((d) => d.name), maxHoldSeconds: s.maxHoldSeconds, concurrency: s.concurrency });
-  const leader = startLeader(kc.makeApiClient(CoordinationV1Api), {
+  const elected = startLeader(kc.makeApiClient(CoordinationV1Api), {
     namespace: s.namespace,
     name: s.leaseName,
     identity: s.identity,
@@ -139,6 +142,7 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
     },
     onStoppedLeading: () => log('info', 'no longer leading: harvests stopped'),
   });
+  leader = elected;
   // The election's timers are unref'd, and a follower has nothing else
   // pending: without this a replica that is not leading would simply exit.
   const alive = setInterval(() => {}, 1 << 30);
@@ -147,7 +151,7 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
     if (closing) return;
     closing = true;
     log('info', 'shutting down', { signal });
-    void leader.stop().then(() => {
+    void elected.stop().then(() => {
       clearInterval(alive);
       process.exit(0);
     });

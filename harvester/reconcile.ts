@@ -48,19 +48,26 @@ export interface ReconcilerOptions {
   readonly podsDoneTimeoutMs?: number;
   readonly retryMs?: number;
   readonly now?: () => number;
-  /** Names this process in Events. */
+  /** Names this process in Events and to the servers it sends to. */
   readonly identity?: string;
+  /**
+   * False once this replica may no longer act (see ShipRequest.mayWrite);
+   * checked before each write to the API as well. Unset: always.
+   */
+  readonly mayWrite?: () => boolean;
 }
 
 export const EVENT_SOURCE = 'jobharvest';
 
 export class Reconciler {
   private readonly now: () => number;
+  private readonly may: () => boolean;
   private readonly podsDoneTimeoutMs: number;
   private readonly retryMs: number;
 
   constructor(private readonly o: ReconcilerOptions) {
     this.now = o.now ?? Date.now;
+    this.may = o.mayWrite ?? (() => true);
     this.podsDoneTimeoutMs = o.podsDoneTimeoutMs ?? 5 * 60_000;
     this.retryMs = o.retryMs ?? 2000;
   }
@@ -112,7 +119,7 @@ export class Reconciler {
     if (!hold) {
       // First, before the TTL runs out: the pods (and their logs) stay as long as the Job does.
       const plan = holdPatch(job, this.o.key, since, this.now(), this.o.maxHoldSeconds)!;
-      if (signal.aborted) return { kind: 'done' };
+      if (signal.aborted || !this.may()) return { kind: 'done' };
       const r = await api.patchJob(namespace, name, plan.patch);
       if (r === 'gone') {
         log('warn', 'the Job was deleted before it could be held; its missing lines are lost', at);
@@ -125,7 +132,7 @@ export class Reconciler {
 
     const delivery = await this.harvest(job, hold, destination, status.container, owned, outcomes, notes, signal);
     // Leadership lost mid-harvest: the next leader starts again from the hold; write nothing.
-    if (signal.aborted) return { kind: 'done' };
+    if (signal.aborted || !this.may()) return { kind: 'done' };
     return this.release(job, hold, delivery, signal);
   }
 
@@ -147,7 +154,18 @@ export class Reconciler {
       const pod = pods[i]!;
       const fields = { namespace: job.metadata?.namespace, job: job.metadata?.name, pod: pod.metadata?.name };
       try {
-        const r = await this.o.ship({ pod, sidecar, message, destination, kube: this.o.kube, limits: this.o.limits, deadlineMs: Math.max(1000, holdDeadline(hold) - this.now()), signal });
+        const r = await this.o.ship({
+          pod,
+          sidecar,
+          message,
+          destination,
+          kube: this.o.kube,
+          limits: this.o.limits,
+          deadlineMs: Math.max(1000, holdDeadline(hold) - this.now()),
+          signal,
+          mayWrite: this.may,
+          ...(this.o.identity ? { identity: this.o.identity } : {}),
+        });
         shipped += r.shipped;
         harvested += r.shipped;
         lost += r.lost;
@@ -170,7 +188,7 @@ export class Reconciler {
       // Read again: the harvest may have taken long and the Job changed meanwhile.
       const current = await api.readJob(namespace, name);
       if (!current || current.metadata?.uid !== job.metadata?.uid || deliveryRecordOf(current, this.o.key)) return { kind: 'done' };
-      if (signal.aborted) return { kind: 'done' };
+      if (signal.aborted || !this.may()) return { kind: 'done' };
       const r = await api.patchJob(namespace, name, releasePatch(current, this.o.key, holdOf(current, this.o.key) ?? hold, delivery));
       if (r === 'gone') return { kind: 'done' };
       if (r === 'conflict') continue;
@@ -182,7 +200,7 @@ export class Reconciler {
   }
 
   private async report(job: V1Job, delivery: Delivery, signal: AbortSignal): Promise<ReconcileResult> {
-    if (signal.aborted) return { kind: 'done' };
+    if (signal.aborted || !this.may()) return { kind: 'done' };
     const namespace = job.metadata!.namespace!;
     const name = job.metadata!.name!;
     const patch = { metadata: { resourceVersion: job.metadata?.resourceVersion, annotations: { [DELIVERY_ANNOTATION]: encodeDeliveryRecord(job, this.o.key, delivery) } } };

@@ -12,7 +12,8 @@ import type { Config, KubeCredentials } from '../sidecar/config.ts';
 import { MemoryCheckpoint, type CheckpointEntry } from '../sidecar/delivery/checkpoint.ts';
 import { CountingDeadLetter } from '../sidecar/delivery/deadletter.ts';
 import { withLogFields } from '../sidecar/log.ts';
-import { Pipeline } from '../sidecar/pipeline.ts';
+import { loadSink, Pipeline } from '../sidecar/pipeline.ts';
+import type { Sink } from '../sidecar/sinks/types.ts';
 import { countMissing } from '../sidecar/sources/api/api-source.ts';
 import type { Destination } from './destinations.ts';
 
@@ -56,6 +57,15 @@ export interface ShipRequest {
   /** How long the shipping may retry: the rest of the maximum hold. */
   readonly deadlineMs: number;
   readonly signal: AbortSignal;
+  /**
+   * Checked before every request: false once this replica may no longer act
+   * (its Lease's renew deadline passed). A replica frozen mid-harvest (SIGSTOP,
+   * a long GC pause) wakes with retries due before the timer that aborts
+   * `signal`; this keeps any of them from going out.
+   */
+  readonly mayWrite?: () => boolean;
+  /** Names this replica to the server (User-Agent). */
+  readonly identity?: string;
 }
 
 export interface ShipResult {
@@ -83,7 +93,7 @@ async function secret(file: string | undefined): Promise<string | undefined> {
 }
 
 /** The engine's configuration for one pod: typed, built here, no environment involved. */
-export async function shipConfig(req: Omit<ShipRequest, 'signal'>): Promise<Config> {
+export async function shipConfig(req: Omit<ShipRequest, 'signal' | 'mayWrite'>): Promise<Config> {
   const { pod, destination: d, limits } = req;
   const token = await secret(d.auth?.tokenFile);
   const username = await secret(d.auth?.usernameFile);
@@ -102,7 +112,7 @@ export async function shipConfig(req: Omit<ShipRequest, 'signal'>): Promise<Conf
     stateDir: '',
     sink: d.sink,
     endpoint: d.endpoint,
-    headers: {},
+    headers: { 'user-agent': `jobharvest-harvester${req.identity ? ` (${req.identity})` : ''}` },
     gzip: true,
     gzipLevel: num('GZIP_LEVEL'),
     tls: { ...(d.tls ?? {}), insecureSkipVerify: false },
@@ -137,9 +147,19 @@ export function shipPod(req: ShipRequest): Promise<ShipResult> {
     const checkpoint = checkpointOf(req.message);
     const missing = await countMissing({ config, checkpoint, signal: req.signal });
     if (missing === 0) return { missing, shipped: 0, lost: 0 };
-    const p = new Pipeline(config, { checkpoint: new MemoryCheckpoint(checkpoint), deadLetter: new CountingDeadLetter(), signal: req.signal });
-    await p.start();
-    const summary = await p.drain();
-    return { missing, shipped: summary.lines_shipped, lost: Math.max(0, missing - summary.lines_shipped) };
+    const { sink, http } = await loadSink(config);
+    const mayWrite = req.mayWrite ?? (() => true);
+    const guarded: Sink = {
+      send: async (records, signal) => (mayWrite() && !req.signal.aborted ? sink.send(records, signal) : { kind: 'retry', reason: 'this replica no longer leads' }),
+      close: () => sink.close?.() ?? Promise.resolve(),
+    };
+    const p = new Pipeline(config, { sink: guarded, checkpoint: new MemoryCheckpoint(checkpoint), deadLetter: new CountingDeadLetter(), signal: req.signal });
+    try {
+      await p.start();
+      const summary = await p.drain();
+      return { missing, shipped: summary.lines_shipped, lost: Math.max(0, missing - summary.lines_shipped) };
+    } finally {
+      http?.close();
+    }
   });
 }

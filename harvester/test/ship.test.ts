@@ -64,6 +64,24 @@ describe('harvester: shipping one pod with the engine', () => {
     expect(r).toEqual({ missing: 10, shipped: 0, lost: 10 });
   });
 
+  it('a replica that may no longer write sends nothing at all: every line counted lost at the deadline', async () => {
+    const t = await setup();
+    const r = await shipPod({ ...t.req(3), mayWrite: () => false });
+    expect(r).toEqual({ missing: 10, shipped: 0, lost: 10 });
+    expect(t.sink.requests).toBe(0);
+  });
+
+  it('names itself to the server', async () => {
+    const t = await setup();
+    let agent: string | undefined;
+    t.sink.handler = (_docs, req) => {
+      agent = req.headers['user-agent'];
+      return true;
+    };
+    await shipPod({ ...t.req(30), identity: 'harvester-7f9c' });
+    expect(agent).toBe('jobharvest-harvester (harvester-7f9c)');
+  });
+
   it('the positions come from a validated message only', () => {
     expect(checkpointOf(undefined).size).toBe(0);
     expect([...checkpointOf(decodeTermination(encodeTermination({ state: 'running', mode: 'api', sink: 'http', shipped: 1, unsent: 0, dead_lettered: 0 }, [['main', 0, ts(1), 2, 41]], ['init/0']))).keys()]).toEqual(['init/0/api', 'main/0/api']);

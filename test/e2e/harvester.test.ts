@@ -6,6 +6,7 @@
  */
 import { Watch, type CoreV1Event, type V1Job, type V1Pod } from '@kubernetes/client-node';
 import { execFileSync } from 'node:child_process';
+import { createServer } from 'node:http';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -319,6 +320,80 @@ describe('the harvester', () => {
     expect(delivery).toMatchObject({ shipped: 100, lost: 0 });
     expect(got).toEqual({ total: 100, distinct: 100 });
   }, 120_000);
+
+  it('H6. the leader frozen (SIGSTOP) mid-harvest: the other replica takes over within the Lease, and the frozen one, woken, sends nothing more', async () => {
+    const N1 = 300;
+    const N2 = 200;
+    const DRAIN = 3;
+    const g = gate('h6');
+    const first = stack.harvester!;
+    const second = anotherHarvester([]);
+    // While VictoriaLogs is down, this stands on its port, answers 503 and counts each replica's requests.
+    const byAgent = new Map<string, number>();
+    const standIn = createServer((req, res) => {
+      const agent = String(req.headers['user-agent'] ?? '');
+      byAgent.set(agent, (byAgent.get(agent) ?? 0) + 1);
+      req.resume();
+      req.on('end', () => res.writeHead(503).end());
+    });
+    const identityOf = (log: string) => /"msg":"harvester starting"[^\n]*"identity":"([^"]+)"/.exec(readFileSync(log, 'utf8'))?.[1];
+    let stoppedPid: number | undefined;
+    try {
+      const ns = await stack.namespace('h6', { drainSeconds: DRAIN });
+      const rec = recordJob(ns, 'h6');
+      await stack.batch.createNamespacedJob({
+        namespace: ns,
+        body: shellJob('h6', { terminationGracePeriodSeconds: DRAIN + 5, script: `${numberedLines('h6', N1)}; while [ ! -e "$GATE" ]; do sleep 0.05; done; ${numberedLines('h6', N2, N1 + 1)}`, env: [{ name: 'GATE', value: g.path }] }),
+      });
+      const filter = stack.filter(ns);
+      await waitFor(`${N1} lines at the server`, async () => ((await stack.vl.count(filter)) >= N1 ? true : undefined), { timeoutMs: 60_000 });
+      await stack.vl.stop();
+      await new Promise<void>((r) => standIn.listen(stack.vl.port, '127.0.0.1', r));
+      g.open();
+      await held(ns, 'h6');
+      const firstAgent = `jobharvest-harvester (${identityOf(first.logPath)})`;
+      await waitFor('the leader sending its harvest', async () => ((byAgent.get(firstAgent) ?? 0) > 0 ? true : undefined), { timeoutMs: 30_000 });
+      const pid = Number(execFileSync('pgrep', ['-P', String(first.child.pid)], { encoding: 'utf8' }).split('\n').filter(Boolean)[0]);
+      process.kill(pid, 'SIGSTOP');
+      stoppedPid = pid;
+      const frozenAt = Date.now();
+      await waitFor('the second replica leading', async () => (readFileSync(second.logPath, 'utf8').includes('started leading') ? true : undefined), { timeoutMs: 30_000 });
+      const tookOverMs = Date.now() - frozenAt;
+      // Within the Lease duration (3 s), plus one retry period and the test's polling.
+      expect(tookOverMs).toBeLessThan(3000 + 2000);
+      const secondAgent = `jobharvest-harvester (${identityOf(second.logPath)})`;
+      await waitFor('the new leader sending', async () => ((byAgent.get(secondAgent) ?? 0) > 0 ? true : undefined), { timeoutMs: 30_000 });
+      const beforeWake = byAgent.get(firstAgent) ?? 0;
+      process.kill(pid, 'SIGCONT');
+      stoppedPid = undefined;
+      // Its retries were due while it was frozen; none may go out now.
+      await new Promise((r) => setTimeout(r, 5000));
+      const afterWake = (byAgent.get(firstAgent) ?? 0) - beforeWake;
+      expect(afterWake).toBe(0);
+      expect(readFileSync(first.logPath, 'utf8')).toMatch(/"msg":"stopped leading"/);
+      await new Promise((r) => standIn.close(r));
+      standIn.closeAllConnections();
+      await stack.vl.start();
+      const { delivery } = await waitFor('the release', async () => deliveryIn(rec), { timeoutMs: 90_000 });
+      expect(delivery).toEqual({ sink: 'loki', pods: 1, shipped: N1 + N2, lost: 0, unaccounted: 0, harvested: N2 });
+      await waitGone(ns, 'h6');
+      rec.stop();
+      const got = await stack.vl.countWithDistinct(filter, '_msg');
+      tally.push({ scenario: `H6. leader SIGSTOPped mid-harvest, takeover after ${(tookOverMs / 1000).toFixed(1)} s; requests from it after SIGCONT: ${afterWake}`, written: N1 + N2, received: got.total, duplicated: got.total - got.distinct, annotation: JSON.stringify(delivery), event: '' });
+      expect(got.distinct).toBe(N1 + N2);
+    } finally {
+      g.dispose();
+      if (stoppedPid) process.kill(stoppedPid, 'SIGCONT');
+      if (standIn.listening) {
+        standIn.closeAllConnections();
+        await new Promise((r) => standIn.close(r));
+      }
+      if (!stack.vl.running) await stack.vl.start();
+      await first.stop();
+      // The second replica is the stack's harvester from here on.
+      (stack as { harvester: HarvesterProcess | undefined }).harvester = second;
+    }
+  }, 240_000);
 
   // Last: it kills the stack's harvester.
   it('H4. two harvester replicas: the leader killed mid-harvest, the other takes over, nothing lost', async () => {

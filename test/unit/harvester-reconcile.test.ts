@@ -281,6 +281,28 @@ describe('reconcile', () => {
     expect(api.job.metadata?.annotations?.[DELIVERY_ANNOTATION]).toBeUndefined();
   });
 
+  it('a replica past its renew deadline writes nothing, even before its signal is aborted', async () => {
+    const api = new FakeApi(injectedJob(), [pod('p1', unsent(5))]);
+    const shipped: ShipRequest[] = [];
+    const r = new Reconciler({
+      api,
+      key: KEY,
+      destinations: APPROVED,
+      maxHoldSeconds: 86_400,
+      limits: DEFAULT_LIMITS,
+      kube: { apiUrl: new URL('https://127.0.0.1:6443'), credentials: async () => ({ token: 't' }) },
+      ship: async (req) => {
+        shipped.push(req);
+        return { missing: 5, shipped: 5, lost: 0 };
+      },
+      log: () => {},
+      mayWrite: () => false,
+    });
+    await r.reconcile('team-a/build', new AbortController().signal);
+    expect(api.patches).toHaveLength(0);
+    expect(shipped).toHaveLength(0);
+  });
+
   it('a Job reported by this harvester stays reported; one it did not sign is reported again', () => {
     const j = injectedJob();
     const d = { sink: 'http', pods: 1, shipped: 1, lost: 0, unaccounted: 0 };
