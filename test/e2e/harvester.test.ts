@@ -7,7 +7,7 @@
 import { Watch, type CoreV1Event, type V1Job, type V1Pod } from '@kubernetes/client-node';
 import { execFileSync } from 'node:child_process';
 import { createServer } from 'node:http';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,7 +16,8 @@ import { HOLD_ANNOTATION } from '../../harvester/hold.ts';
 import { DELIVERY_ANNOTATION, type Delivery } from '../../harvester/report.ts';
 import { useCluster, waitFor } from '../harness/cluster/client.ts';
 import { numberedLines, shellJob, Stack } from '../harness/kubelet/stack.ts';
-import { startHarvester, type HarvesterProcess } from '../support/harvester-process.ts';
+import { destinationsFile, startHarvester, type HarvesterProcess } from '../support/harvester-process.ts';
+import { VictoriaLogs } from '../harness/servers/victorialogs.ts';
 
 const cluster = useCluster();
 /** H3 only: the point there is giving up at the end of the maximum hold. Everything else runs at the default (86,400 s). */
@@ -75,9 +76,9 @@ function deliveryIn(rec: ReturnType<typeof recordJob>): { job: V1Job; delivery: 
   return v ? { job: v.job, delivery: unsigned(v.job.metadata!.annotations![DELIVERY_ANNOTATION]!), at: v.at } : undefined;
 }
 
-/** Another harvester of this stack: same key, same destinations, same Lease. */
-function anotherHarvester(args: string[]): HarvesterProcess {
-  return startHarvester(cluster.info, { name: 'jobharvest-hv', ...stack.harvesterFiles, args: ['--lease-seconds', '3', ...args] });
+/** Another harvester of this stack: same key, same destinations (unless given), same Lease. */
+function anotherHarvester(args: string[], destinations?: string): HarvesterProcess {
+  return startHarvester(cluster.info, { name: 'jobharvest-hv', ...stack.harvesterFiles, ...(destinations ? { destinationsFile: destinations } : {}), args: ['--lease-seconds', '3', ...args] });
 }
 
 async function delivered(ns: string, name: string): Promise<{ job: V1Job; delivery: Delivery }> {
@@ -320,6 +321,54 @@ describe('the harvester', () => {
     expect(delivery).toMatchObject({ shipped: 100, lost: 0 });
     expect(got).toEqual({ total: 100, distinct: 100 });
   }, 120_000);
+
+  it('H7. a sink behind basic auth: the harvester sends with the approved destination\'s own credentials, the server down past the drain then back, every line arrives', async () => {
+    const N1 = 300;
+    const N2 = 200;
+    const DRAIN = 3;
+    const g = gate('h7');
+    const auth = { username: 'logs-writer', password: `pw-${Date.now()}` };
+    const secured = await VictoriaLogs.start({ basicAuth: auth });
+    // The operator's destination for it, with credentials from files (Secrets in jobharvest's namespace in the chart).
+    const dir = mkdtempSync(join(tmpdir(), 'jh-h7-'));
+    writeFileSync(join(dir, 'username'), auth.username);
+    writeFileSync(join(dir, 'password'), auth.password);
+    const destinations = destinationsFile(cluster.info, 'hv-h7', [
+      ...Stack.destinations(stack.vl),
+      { name: 'secured', sink: 'loki', endpoint: secured.endpoints.loki, allow: ['loopback'], auth: { usernameFile: join(dir, 'username'), passwordFile: join(dir, 'password') } },
+    ]);
+    await stack.harvester!.stop();
+    const withAuth = anotherHarvester([], destinations);
+    try {
+      const ns = await stack.namespace('h7', { drainSeconds: DRAIN });
+      // The sidecar's own credentials: a Secret in the Job's namespace.
+      await stack.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'vl-creds' }, stringData: auth } });
+      const rec = recordJob(ns, 'h7');
+      const job = shellJob('h7', { terminationGracePeriodSeconds: DRAIN + 5, script: `${numberedLines('h7', N1)}; while [ ! -e "$GATE" ]; do sleep 0.05; done; ${numberedLines('h7', N2, N1 + 1)}`, env: [{ name: 'GATE', value: g.path }] });
+      job.metadata = { name: 'h7', annotations: { 'jobharvest.io/endpoint': secured.endpoints.loki, 'jobharvest.io/auth-secret': 'vl-creds' } };
+      await stack.batch.createNamespacedJob({ namespace: ns, body: job });
+      const filter = stack.filter(ns);
+      await waitFor(`${N1} lines at the secured server`, async () => ((await secured.count(filter)) >= N1 ? true : undefined), { timeoutMs: 60_000 });
+      await secured.stop();
+      g.open();
+      await held(ns, 'h7');
+      await new Promise((r) => setTimeout(r, 3000));
+      await secured.start();
+      const { delivery } = await waitFor('the release', async () => deliveryIn(rec), { timeoutMs: 90_000 });
+      expect(delivery).toEqual({ sink: 'loki', pods: 1, shipped: N1 + N2, lost: 0, unaccounted: 0, harvested: N2 });
+      await waitGone(ns, 'h7');
+      rec.stop();
+      const got = await secured.countWithDistinct(filter, '_msg');
+      tally.push({ scenario: 'H7. basic auth, server down past the drain then back', written: N1 + N2, received: got.total, duplicated: got.total - got.distinct, annotation: JSON.stringify(delivery), event: '' });
+      expect(got.distinct).toBe(N1 + N2);
+    } finally {
+      g.dispose();
+      await secured.dispose();
+      rmSync(dir, { recursive: true, force: true });
+      await withAuth.stop();
+      (stack as { harvester: HarvesterProcess | undefined }).harvester = anotherHarvester([]);
+    }
+  }, 240_000);
 
   it('H6. the leader frozen (SIGSTOP) mid-harvest: the other replica takes over within the Lease, and the frozen one, woken, sends nothing more', async () => {
     const N1 = 300;

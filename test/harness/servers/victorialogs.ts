@@ -10,6 +10,8 @@ export interface VictoriaLogsOptions {
   /** Keep the storage folder after stop(), for post-mortems. */
   keepStorage?: boolean;
   startTimeoutMs?: number;
+  /** Basic auth on every endpoint (-httpAuth.*); the harness's own queries send it too. */
+  basicAuth?: { username: string; password: string };
 }
 
 /**
@@ -72,11 +74,12 @@ export class VictoriaLogs {
         // Two shared cores and other suites running: keep the server's own appetite small.
         '-memory.allowedBytes=512MiB',
         '-loggerLevel=INFO',
+        ...(this.opts.basicAuth ? [`-httpAuth.username=${this.opts.basicAuth.username}`, `-httpAuth.password=${this.opts.basicAuth.password}`] : []),
       ],
       this.logStream,
     );
     const health = `${this.url}/health`;
-    await waitStarted(this.child, 'victoria-logs', async () => (await fetch(health, { signal: AbortSignal.timeout(1000) })).ok, this.opts.startTimeoutMs ?? 30_000, this.logFile);
+    await waitStarted(this.child, 'victoria-logs', async () => (await fetch(health, { headers: this.authHeaders, signal: AbortSignal.timeout(1000) })).ok, this.opts.startTimeoutMs ?? 30_000, this.logFile);
   }
 
   /** Graceful stop; the port and storage stay reserved for start(). */
@@ -110,9 +113,14 @@ export class VictoriaLogs {
     return tailFile(this.logFile, lines);
   }
 
+  private get authHeaders(): Record<string, string> {
+    const a = this.opts.basicAuth;
+    return a ? { authorization: `Basic ${Buffer.from(`${a.username}:${a.password}`).toString('base64')}` } : {};
+  }
+
   /** Makes everything ingested so far visible to queries. */
   async flush(): Promise<void> {
-    const res = await fetch(`${this.url}/internal/force_flush`);
+    const res = await fetch(`${this.url}/internal/force_flush`, { headers: this.authHeaders });
     if (!res.ok) throw new Error(`force_flush: HTTP ${res.status} ${await res.text()}`);
   }
 
@@ -121,7 +129,7 @@ export class VictoriaLogs {
     await this.flush();
     const body = new URLSearchParams({ query: logsql, start: '0' });
     if (limit !== undefined) body.set('limit', String(limit));
-    const res = await fetch(`${this.url}/select/logsql/query`, { method: 'POST', body });
+    const res = await fetch(`${this.url}/select/logsql/query`, { method: 'POST', body, headers: this.authHeaders });
     const text = await res.text();
     if (!res.ok) throw new Error(`LogsQL ${JSON.stringify(logsql.slice(0, 300))}: HTTP ${res.status} ${text.slice(0, 500)}`);
     return text
