@@ -70,9 +70,9 @@ export function holdDeadline(hold: Hold): number {
 }
 
 /** JSON merge patch of the release: the original TTL back, the hold gone, the delivery written, in one write. */
-export function releasePatch(job: V1Job, key: SigningKey, hold: Hold, delivery: Delivery): object {
+export function releasePatch(job: V1Job, key: SigningKey, hold: Hold, delivery: Delivery, extra: Record<string, string> = {}): object {
   return {
-    metadata: { resourceVersion: job.metadata?.resourceVersion, annotations: { [HOLD_ANNOTATION]: null, [DELIVERY_ANNOTATION]: encodeDeliveryRecord(job, key, delivery) } },
+    metadata: { resourceVersion: job.metadata?.resourceVersion, annotations: { ...extra, [HOLD_ANNOTATION]: null, [DELIVERY_ANNOTATION]: encodeDeliveryRecord(job, key, delivery) } },
     spec: { ttlSecondsAfterFinished: hold.originalTtl },
   };
 }

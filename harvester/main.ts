@@ -34,6 +34,7 @@ export interface HarvesterSettings {
   readonly renewDeadlineMs: number;
   readonly retryPeriodMs: number;
   readonly podsDoneTimeoutMs: number;
+  readonly logsUrlTemplate: string | undefined;
 }
 
 const int = (min: number, max: number) => (v: string): number => {
@@ -55,6 +56,7 @@ export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = 
     .option('--lease-seconds <n>', 'Lease duration', int(2, 3600), 15)
     .option('--renew-deadline-seconds <n>', 'a leader that cannot renew for this long stops (below the Lease duration)', int(1, 3600))
     .option('--retry-period-seconds <n>', 'between Lease attempts', int(1, 600))
+    .option('--logs-url-template <t>', 'the chart\'s logsUrlTemplate: rewrite jobharvest.io/logs-url with the uid and the real end time once a Job is done')
     .option('--pods-done-timeout-seconds <n>', "how long a finished Job's pods may take to be done before reporting", int(1, 86_400), 300)
     .exitOverride()
     .configureOutput({ writeErr: (s) => process.stderr.write(s) });
@@ -71,6 +73,7 @@ export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = 
     renewDeadlineSeconds?: number;
     retryPeriodSeconds?: number;
     podsDoneTimeoutSeconds: number;
+    logsUrlTemplate?: string;
   }>();
   const leaseDurationMs = o.leaseSeconds * 1000;
   // client-go's ratio: renew deadline two thirds of the Lease, retry a fifth.
@@ -90,6 +93,7 @@ export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = 
     renewDeadlineMs,
     retryPeriodMs,
     podsDoneTimeoutMs: o.podsDoneTimeoutSeconds * 1000,
+    logsUrlTemplate: o.logsUrlTemplate || undefined,
   };
 }
 
@@ -116,6 +120,7 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
     podsDoneTimeoutMs: s.podsDoneTimeoutMs,
     identity: s.identity,
     mayWrite: () => leader?.isLeader() === true,
+    ...(s.logsUrlTemplate ? { logsUrlTemplate: s.logsUrlTemplate } : {}),
   });
   log('info', 'harvester starting', { namespace: s.namespace, lease: s.leaseName, identity: s.identity, destinations: s.destinations.map((d) => d.name), maxHoldSeconds: s.maxHoldSeconds, concurrency: s.concurrency });
   const elected = startLeader(kc.makeApiClient(CoordinationV1Api), {

@@ -10,7 +10,8 @@ import type { CoreV1Event, V1Job, V1Pod } from '@kubernetes/client-node';
 import { ENV } from '../src/contract/env.ts';
 import { redactUrl } from '../src/contract/redact.ts';
 import type { SigningKey } from '../src/contract/signature.ts';
-import { DELIVERY_ANNOTATION } from '../src/contract/harvest.ts';
+import { DELIVERY_ANNOTATION, LOGS_URL_ANNOTATION } from '../src/contract/harvest.ts';
+import { renderLogsUrl } from '../src/contract/logs-url.ts';
 import { matchDestination, type Destination } from './destinations.ts';
 import { deliveryRecordOf, encodeDeliveryRecord, holdDeadline, holdOf, holdPatch, releasePatch, type Hold } from './hold.ts';
 import type { Log } from './log.ts';
@@ -55,6 +56,11 @@ export interface ReconcilerOptions {
    * checked before each write to the API as well. Unset: always.
    */
   readonly mayWrite?: () => boolean;
+  /**
+   * The operator's logs-url template: the link is rewritten with the Job's uid
+   * and its real end time once it is done (at admission neither is known).
+   */
+  readonly logsUrlTemplate?: string;
 }
 
 export const EVENT_SOURCE = 'jobharvest';
@@ -189,7 +195,7 @@ export class Reconciler {
       const current = await api.readJob(namespace, name);
       if (!current || current.metadata?.uid !== job.metadata?.uid || deliveryRecordOf(current, this.o.key)) return { kind: 'done' };
       if (signal.aborted || !this.may()) return { kind: 'done' };
-      const r = await api.patchJob(namespace, name, releasePatch(current, this.o.key, holdOf(current, this.o.key) ?? hold, delivery));
+      const r = await api.patchJob(namespace, name, releasePatch(current, this.o.key, holdOf(current, this.o.key) ?? hold, delivery, this.link(current)));
       if (r === 'gone') return { kind: 'done' };
       if (r === 'conflict') continue;
       await this.event(current, delivery);
@@ -203,7 +209,7 @@ export class Reconciler {
     if (signal.aborted || !this.may()) return { kind: 'done' };
     const namespace = job.metadata!.namespace!;
     const name = job.metadata!.name!;
-    const patch = { metadata: { resourceVersion: job.metadata?.resourceVersion, annotations: { [DELIVERY_ANNOTATION]: encodeDeliveryRecord(job, this.o.key, delivery) } } };
+    const patch = { metadata: { resourceVersion: job.metadata?.resourceVersion, annotations: { ...this.link(job), [DELIVERY_ANNOTATION]: encodeDeliveryRecord(job, this.o.key, delivery) } } };
     const r = await this.o.api.patchJob(namespace, name, patch);
     if (r === 'gone') return { kind: 'done' };
     // Changed meanwhile (maybe reported by another writer): look again.
@@ -211,6 +217,21 @@ export class Reconciler {
     await this.event(job, delivery);
     this.o.log('info', 'delivery reported', { namespace, job: name, ...delivery });
     return { kind: 'done' };
+  }
+
+  /** The finished Job's link, from the operator's template: its uid and real end time are known now. */
+  private link(job: V1Job): Record<string, string> {
+    const t = this.o.logsUrlTemplate;
+    if (!t) return {};
+    const created = job.metadata?.creationTimestamp ? new Date(job.metadata.creationTimestamp).getTime() : undefined;
+    const url = renderLogsUrl(t, {
+      namespace: job.metadata?.namespace ?? '',
+      job: job.metadata?.name,
+      uid: job.metadata?.uid,
+      from: created,
+      to: finishedAt(job)?.getTime(),
+    });
+    return url ? { [LOGS_URL_ANNOTATION]: url } : {};
   }
 
   private async event(job: V1Job, delivery: Delivery): Promise<void> {

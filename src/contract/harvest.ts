@@ -21,3 +21,5 @@ export interface InjectionStatus {
   terminationGracePeriodSeconds: number | null;
   defaultContainer: string | null;
 }
+/** Where a Job's logs can be read: written at admission, rewritten by the harvester once the Job is done. */
+export const LOGS_URL_ANNOTATION = 'jobharvest.io/logs-url';

@@ -4,7 +4,7 @@ import { VERSION } from '../contract/version.ts';
 import { ANNOTATIONS, DEFAULT_CONTAINER_ANNOTATION, JOB_NAME_LABEL } from './annotations.ts';
 import type { Config } from './config.ts';
 import { chooseFailureExitCode } from './exit-code.ts';
-import { renderLogsUrl } from './logs-url.ts';
+import { renderLogsUrl } from '../contract/logs-url.ts';
 import { type Container, type Job, type JobSpec, type Obj, type ObjectMeta, type PodSpec, type Volume } from './kube.ts';
 import type { Settings } from './settings.ts';
 

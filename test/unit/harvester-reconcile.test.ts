@@ -303,6 +303,29 @@ describe('reconcile', () => {
     expect(shipped).toHaveLength(0);
   });
 
+  it("rewrites the logs-url with the Job's uid and real end time once it is done", async () => {
+    const j = injectedJob();
+    j.metadata!.creationTimestamp = new Date('2026-01-01T00:00:00Z');
+    j.status!.conditions![0]!.lastTransitionTime = new Date('2026-01-01T00:05:00Z');
+    j.metadata!.annotations!['jobharvest.io/logs-url'] = 'https://evil.example/phish';
+    const done = encodeTermination({ state: 'complete', mode: 'node', sink: 'http', shipped: 1, unsent: 0, dead_lettered: 0 }, [], ['main/0']);
+    const api = new FakeApi(j, [pod('p1', done)]);
+    const r = new Reconciler({
+      api,
+      key: KEY,
+      destinations: APPROVED,
+      maxHoldSeconds: 86_400,
+      limits: DEFAULT_LIMITS,
+      kube: { apiUrl: new URL('https://127.0.0.1:6443'), credentials: async () => ({ token: 't' }) },
+      ship: async () => ({ missing: 0, shipped: 0, lost: 0 }),
+      log: () => {},
+      logsUrlTemplate: 'https://grafana.example/explore?ns={namespace}&job={job}&uid={uid}&from={from}&to={to}',
+      podsDoneTimeoutMs: 0,
+    });
+    await r.reconcile('team-a/build', new AbortController().signal);
+    expect(api.job.metadata?.annotations?.['jobharvest.io/logs-url']).toBe(`https://grafana.example/explore?ns=team-a&job=build&uid=job-uid&from=${Date.parse('2026-01-01T00:00:00Z')}&to=${Date.parse('2026-01-01T00:05:00Z')}`);
+  });
+
   it('a Job reported by this harvester stays reported; one it did not sign is reported again', () => {
     const j = injectedJob();
     const d = { sink: 'http', pods: 1, shipped: 1, lost: 0, unaccounted: 0 };

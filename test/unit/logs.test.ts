@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { buildQuery, formatLine, parseDuration, parseJobRef, resolve, selectLines, type ClusterView, type LogsFlags } from '../../src/cli/logs.ts';
 import { defaultConfig, parseConfig } from '../../src/core/config.ts';
-import { renderLogsUrl } from '../../src/core/logs-url.ts';
+import { renderLogsUrl } from '../../src/contract/logs-url.ts';
 import { mutateJob } from '../../src/core/mutate.ts';
 import type { Job } from '../../src/core/kube.ts';
 import type { LogLine, LogQuery, QueryClient } from '../../src/query/types.ts';
