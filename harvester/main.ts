@@ -45,7 +45,7 @@ const int = (min: number, max: number) => (v: string): number => {
 
 export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): HarvesterSettings {
   const cmd = new Command('harvester')
-    .description('reports where injected Jobs logs went and ships what their sidecars could not')
+    .description("reports where injected Jobs' logs went and ships what their sidecars could not")
     .option('--kubeconfig <file>', 'kubeconfig (default: in cluster, then $KUBECONFIG)')
     .option('--namespace <ns>', "namespace of the leader Lease (default: $POD_NAMESPACE, else 'jobharvest')")
     .option('--lease-name <name>', 'name of the leader Lease', 'jobharvest-harvester')

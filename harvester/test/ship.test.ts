@@ -58,7 +58,7 @@ describe('harvester: shipping one pod with the engine', () => {
     expect(await shipPod(t.req(60, null))).toEqual({ missing: 20, shipped: 20, lost: 0 });
   });
 
-  it('a server that refuses for good: the lines are counted lost, nothing is written to disk', async () => {
+  it('a server that refuses for good: the lines are counted lost (no dead-letter file: the harvester keeps none)', async () => {
     const t = await setup(400);
     const r = await shipPod(t.req(30));
     expect(r).toEqual({ missing: 10, shipped: 0, lost: 10 });
@@ -69,6 +69,18 @@ describe('harvester: shipping one pod with the engine', () => {
     const r = await shipPod({ ...t.req(3), mayWrite: () => false });
     expect(r).toEqual({ missing: 10, shipped: 0, lost: 10 });
     expect(t.sink.requests).toBe(0);
+  });
+
+  it('TLS material and credentials come from the destination only, never from the pod', async () => {
+    const t = await setup();
+    const req = t.req(30);
+    // A tenant's sidecar env naming the harvester's own files: not read, not even looked at.
+    req.pod.spec!.initContainers = [{ name: 'jobharvest', env: [{ name: 'JOBHARVEST_TLS_KEY_FILE', value: '/etc/jobharvest/tls/tls.key' }, { name: 'JOBHARVEST_HEADERS', value: 'metadata-flavor=Google' }] }];
+    const cfg = await shipConfig({ ...req, destination: { ...req.destination, tls: { caFile: '/etc/jobharvest/destinations/logs/tls/ca.crt' } } });
+    expect(cfg.tls).toEqual({ caFile: '/etc/jobharvest/destinations/logs/tls/ca.crt', insecureSkipVerify: false });
+    expect(cfg.headers).toEqual({ 'user-agent': 'jobharvest-harvester' });
+    expect(cfg.endpoint?.href).toBe(t.sink.url);
+    expect(cfg.auth).toEqual({ scheme: 'Bearer' });
   });
 
   it('names itself to the server', async () => {

@@ -402,6 +402,22 @@ describe('the rendered objects', () => {
     expect(vols).toEqual(expect.arrayContaining([['dest-sink-auth', 'loki-creds'], ['dest-eu-tls', 'eu-ca'], ['destinations', 'jh-jobharvest-harvester']]));
   });
 
+  it('harvester egress: DNS, the API server and the destinations only, no ingress; refused without the API server', async () => {
+    const apiServer = [{ ipBlock: { cidr: '10.0.0.10/32' } }];
+    const destinations = [{ to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'logging' } } }], ports: [{ port: 3100, protocol: 'TCP' }] }];
+    const objects = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { harvester: { networkPolicy: { enabled: true, apiServer, apiServerPort: 6443, destinations } } } });
+    const np = one<{ spec: { podSelector: { matchLabels: Record<string, string> }; policyTypes: string[]; egress: object[]; ingress?: object[] } }>(objects, 'NetworkPolicy', 'jh-jobharvest-harvester');
+    expect(np.spec.podSelector.matchLabels).toEqual(harvesterDeployment(objects).spec!.selector.matchLabels);
+    expect(np.spec.policyTypes).toEqual(['Ingress', 'Egress']);
+    expect(np.spec.ingress).toBeUndefined();
+    expect(np.spec.egress).toEqual([
+      { ports: [{ port: 53, protocol: 'UDP' }, { port: 53, protocol: 'TCP' }] },
+      { to: apiServer, ports: [{ port: 6443, protocol: 'TCP' }] },
+      ...destinations,
+    ]);
+    await expect(render(helm, { release: 'jh', namespace: 'jobharvest', values: { harvester: { networkPolicy: { enabled: true } } } })).rejects.toThrow(/harvester.networkPolicy.apiServer/);
+  });
+
   it('harvester.enabled=false: no harvester objects, and the webhook binds nothing for it', async () => {
     const objects = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { harvester: { enabled: false } } });
     expect(objects.filter((o) => o.metadata.name.startsWith('jh-jobharvest-harvester'))).toEqual([]);
