@@ -106,8 +106,8 @@ function kubeConfig(file: string | undefined): KubeConfig {
 
 export async function runHarvester(s: HarvesterSettings): Promise<void> {
   const kc = kubeConfig(s.kubeconfig);
-  // Assigned below; the reconciler asks it before every write.
-  let leader: { isLeader(): boolean } | undefined;
+  // Set below; the reconciler asks it before every write.
+  const current: { leader?: { isLeader(): boolean } } = {};
   const reconciler = new Reconciler({
     api: harvestApi(kc),
     key: s.signingKey,
@@ -119,7 +119,7 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
     log,
     podsDoneTimeoutMs: s.podsDoneTimeoutMs,
     identity: s.identity,
-    mayWrite: () => leader?.isLeader() === true,
+    mayWrite: () => current.leader?.isLeader() === true,
     ...(s.logsUrlTemplate ? { logsUrlTemplate: s.logsUrlTemplate } : {}),
   });
   log('info', 'harvester starting', { namespace: s.namespace, lease: s.leaseName, identity: s.identity, destinations: s.destinations.map((d) => d.name), maxHoldSeconds: s.maxHoldSeconds, concurrency: s.concurrency });
@@ -147,7 +147,7 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
     },
     onStoppedLeading: () => log('info', 'no longer leading: harvests stopped'),
   });
-  leader = elected;
+  current.leader = elected;
   // The election's timers are unref'd, and a follower has nothing else
   // pending: without this a replica that is not leading would simply exit.
   const alive = setInterval(() => {}, 1 << 30);
