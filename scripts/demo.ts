@@ -37,13 +37,14 @@ async function main(): Promise<void> {
   ensureSidecarBundle();
   say('sidecar bundle: dist/sidecar.mjs ready');
 
-  step(2, 'Start the control plane, the log server, the webhook and the test kubelet');
+  step(2, 'Start the control plane, the log server, the webhook, the harvester and the test kubelet');
   cluster = await startCluster({ log: (l) => say(dim(l)) });
   say(`Kubernetes ${cluster.versions.kubernetes} (etcd, kube-apiserver, kube-controller-manager) at ${cluster.server}`);
   const { processes: _p, stop: _s, ...info } = cluster;
   stack = await Stack.start({ info, name: 'demo' });
   say(`VictoriaLogs at ${stack.vl.url}`);
   say(`webhook (jobharvest webhook) at ${stack.webhook.url}, registered with the API server`);
+  say(`harvester (its own process, sharing the webhook's signing key): reports where each Job's logs went`);
   say(`test kubelet: node ${stack.kubelet.nodeName}, pods run as local processes under ${stack.kubelet.root}`);
 
   step(3, 'Opt a namespace in and create a Job');
