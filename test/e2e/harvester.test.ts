@@ -76,6 +76,11 @@ function deliveryIn(rec: ReturnType<typeof recordJob>): { job: V1Job; delivery: 
   return v ? { job: v.job, delivery: unsigned(v.job.metadata!.annotations![DELIVERY_ANNOTATION]!), at: v.at } : undefined;
 }
 
+/** Resolves once `h` holds the Lease: a Job with a TTL of seconds must not finish before a harvester is there to hold it. */
+async function leading(h: HarvesterProcess): Promise<void> {
+  await waitFor('the harvester leading', async () => (readFileSync(h.logPath, 'utf8').includes('"msg":"started leading"') ? true : undefined), { timeoutMs: 60_000 });
+}
+
 /** Another harvester of this stack: same key, same destinations (unless given), same Lease. */
 function anotherHarvester(args: string[], destinations?: string): HarvesterProcess {
   return startHarvester(cluster.info, { name: 'jobharvest-hv', ...stack.harvesterFiles, ...(destinations ? { destinationsFile: destinations } : {}), args: ['--lease-seconds', '3', ...args] });
@@ -223,6 +228,7 @@ describe('the harvester', () => {
     // The stack's harvester gives the Lease up; one with a short maximum hold takes it.
     await stack.harvester!.stop();
     const short = anotherHarvester(['--max-hold-seconds', String(SHORT_HOLD)]);
+    await leading(short);
     try {
       const ns = await stack.namespace('h3', { drainSeconds: DRAIN });
       const rec = recordJob(ns, 'h3');
@@ -253,7 +259,9 @@ describe('the harvester', () => {
       if (!stack.vl.running) await stack.vl.start();
       await short.stop();
       // Back to a harvester at the default maximum hold for the rest.
-      (stack as { harvester: HarvesterProcess | undefined }).harvester = anotherHarvester([]);
+      const next = anotherHarvester([]);
+      (stack as { harvester: HarvesterProcess | undefined }).harvester = next;
+      await leading(next);
     }
   }, 180_000);
 
@@ -339,6 +347,7 @@ describe('the harvester', () => {
     ]);
     await stack.harvester!.stop();
     const withAuth = anotherHarvester([], destinations);
+    await leading(withAuth);
     try {
       const ns = await stack.namespace('h7', { drainSeconds: DRAIN });
       // The sidecar's own credentials: a Secret in the Job's namespace.
@@ -366,7 +375,9 @@ describe('the harvester', () => {
       await secured.dispose();
       rmSync(dir, { recursive: true, force: true });
       await withAuth.stop();
-      (stack as { harvester: HarvesterProcess | undefined }).harvester = anotherHarvester([]);
+      const next = anotherHarvester([]);
+      (stack as { harvester: HarvesterProcess | undefined }).harvester = next;
+      await leading(next);
     }
   }, 240_000);
 
