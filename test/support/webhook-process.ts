@@ -34,13 +34,15 @@ export interface StartOptions {
   failurePolicy?: 'Ignore' | 'Fail';
   port?: number;
   waitReady?: boolean;
+  /** Run the built bundle (dist/jobharvest.mjs, `npm run build`) on plain node, as the image does, instead of the source through tsx. */
+  bundle?: boolean;
 }
 
 export async function startWebhook(info: ClusterInfo, o: StartOptions): Promise<WebhookProcess> {
   const port = o.port ?? (await freePort());
   const url = `https://127.0.0.1:${port}/mutate`;
   const args = [
-    join(ROOT, 'src/cli/main.ts'),
+    join(ROOT, o.bundle ? 'dist/jobharvest.mjs' : 'src/cli/main.ts'),
     'webhook',
     '--kubeconfig',
     info.kubeconfigPath,
@@ -53,7 +55,7 @@ export async function startWebhook(info: ClusterInfo, o: StartOptions): Promise<
   ];
   const logPath = join(info.logsDir, `webhook-${o.name}-${port}.log`);
   const log = createWriteStream(logPath, { flags: 'a' });
-  const child = spawn(join(ROOT, 'node_modules/.bin/tsx'), args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LOG_LEVEL: 'info' } });
+  const child = spawn(o.bundle ? process.execPath : join(ROOT, 'node_modules/.bin/tsx'), args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LOG_LEVEL: 'info' } });
   child.stdout!.pipe(log);
   child.stderr!.pipe(log);
   let exitCode: number | null | undefined;
