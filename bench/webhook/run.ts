@@ -3,38 +3,21 @@
 // absolute numbers, are the result: this machine is shared and noisy.
 import autocannon from 'autocannon';
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { parse } from 'yaml';
+import { bundleEntry } from './bundle.ts';
 import { paced } from './paced.ts';
+import { reviewBody } from './review.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const DURATION = Number(process.env.BENCH_SECONDS ?? 8);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 
-// A realistic Job: what a CronJob-driven batch workload usually looks like.
-const job = parse(readFileSync(`${ROOT}bench/webhook/job.yaml`, 'utf8'));
-const body = JSON.stringify({
-  apiVersion: 'admission.k8s.io/v1',
-  kind: 'AdmissionReview',
-  request: {
-    uid: '705ab4f5-6393-11e8-b7cc-42010a800002',
-    kind: { group: 'batch', version: 'v1', kind: 'Job' },
-    resource: { group: 'batch', version: 'v1', resource: 'jobs' },
-    requestKind: { group: 'batch', version: 'v1', kind: 'Job' },
-    requestResource: { group: 'batch', version: 'v1', resource: 'jobs' },
-    namespace: 'team-a',
-    operation: 'CREATE',
-    userInfo: { username: 'system:serviceaccount:kube-system:cronjob-controller', groups: ['system:serviceaccounts', 'system:authenticated'] },
-    object: job,
-    oldObject: null,
-    dryRun: false,
-    options: { apiVersion: 'meta.k8s.io/v1', kind: 'CreateOptions' },
-  },
-});
+const body = reviewBody();
+// The server runs bundled on plain node, as the image runs the webhook.
+const bundle = await bundleEntry(`${ROOT}bench/webhook/server.ts`);
 
-const server = spawn(process.execPath, ['--import', 'tsx', `${ROOT}bench/webhook/server.ts`], { stdio: ['ignore', 'pipe', 'inherit'], cwd: ROOT });
+const server = spawn(process.execPath, [bundle], { stdio: ['ignore', 'pipe', 'inherit'], cwd: ROOT });
 const port = await new Promise<number>((resolve, reject) => {
   createInterface({ input: server.stdout! }).once('line', (l) => resolve(Number(l)));
   server.once('exit', (c) => reject(new Error(`bench server exited ${c}`)));
