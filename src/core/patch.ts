@@ -51,10 +51,13 @@ function diff(a: unknown, b: unknown, path: string, ops: Operation[]): void {
       if (present(a, k) && !present(b, k)) ops.push({ op: 'remove', path: `${path}/${escapePathComponent(k)}` });
     }
     for (const k of Object.keys(b)) {
-      if (!present(b, k)) continue;
+      const v = b[k];
+      // Shared with the original: nothing below changed.
+      if (v === a[k] && Object.hasOwn(a, k)) continue;
+      if (v === undefined) continue;
       const p = `${path}/${escapePathComponent(k)}`;
-      if (present(a, k)) diff(a[k], b[k], p, ops);
-      else ops.push({ op: 'add', path: p, value: b[k] });
+      if (present(a, k)) diff(a[k], v, p, ops);
+      else ops.push({ op: 'add', path: p, value: v });
     }
     return;
   }

@@ -1,11 +1,33 @@
 import type { FastifyServerOptions } from 'fastify';
 import { redactUrls } from '../contract/redact.ts';
 
-function redactValue(v: unknown, depth = 0): unknown {
+/**
+ * `v` with redactUrls applied to every string in it, down to depth 4. Plain
+ * objects and arrays with nothing to redact come back as they are, so the
+ * line logged for every admission allocates nothing here; anything else (an
+ * Error, a class instance) becomes a plain object of its own enumerable
+ * fields, as it always has: an Error's message is not logged through here.
+ */
+export function redactValue(v: unknown, depth = 0): unknown {
   if (typeof v === 'string') return redactUrls(v);
   if (depth > 4 || v === null || typeof v !== 'object') return v;
-  if (Array.isArray(v)) return v.map((x) => redactValue(x, depth + 1));
-  return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, redactValue(x, depth + 1)]));
+  if (Array.isArray(v)) {
+    let out: unknown[] | undefined;
+    for (let i = 0; i < v.length; i++) {
+      const r = redactValue(v[i], depth + 1);
+      if (r !== v[i]) (out ??= [...v])[i] = r;
+    }
+    return out ?? v;
+  }
+  const proto = Object.getPrototypeOf(v);
+  if (proto !== Object.prototype && proto !== null) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, redactValue(x, depth + 1)]));
+  let out: Record<string, unknown> | undefined;
+  for (const k of Object.keys(v)) {
+    const x = (v as Record<string, unknown>)[k];
+    const r = redactValue(x, depth + 1);
+    if (r !== x) (out ??= Object.fromEntries(Object.entries(v)))[k] = r;
+  }
+  return out ?? v;
 }
 
 /**
