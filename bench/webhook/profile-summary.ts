@@ -94,6 +94,20 @@ export function summarize(p: CpuProfile, top = 20, window?: Window, resolve?: Re
   return { totalMs: total, busyMs: busy, functions: rank(fn), modules: rank(mod) };
 }
 
+/**
+ * Where one window costs more per request than another, function by function
+ * (µs per request): what /mutate adds to the baseline route.
+ */
+export function perRequestDelta(p: CpuProfile, a: { window: Window; requests: number }, b: { window: Window; requests: number }, top = 20, resolve?: Resolve): Array<{ name: string; aUs: number; bUs: number; deltaUs: number }> {
+  const all = 100_000;
+  const fa = new Map(summarize(p, all, a.window, resolve).functions.map((f) => [f.name, (f.ms * 1000) / a.requests]));
+  const fb = new Map(summarize(p, all, b.window, resolve).functions.map((f) => [f.name, (f.ms * 1000) / b.requests]));
+  return [...new Set([...fa.keys(), ...fb.keys()])]
+    .map((name) => ({ name, aUs: fa.get(name) ?? 0, bUs: fb.get(name) ?? 0, deltaUs: (fa.get(name) ?? 0) - (fb.get(name) ?? 0) }))
+    .sort((x, y) => y.deltaUs - x.deltaUs)
+    .slice(0, top);
+}
+
 export function formatSummary(s: ReturnType<typeof summarize>, perRequestOf?: number): string {
   const lines: string[] = [];
   const per = (ms: number) => (perRequestOf ? `  ${((ms * 1000) / perRequestOf).toFixed(1).padStart(7)} µs/req` : '');

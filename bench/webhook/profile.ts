@@ -14,7 +14,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { bundleEntry } from './bundle.ts';
 import { reviewBody } from './review.ts';
-import { formatSummary, summarize, type CpuProfile, type Resolve, type Window } from './profile-summary.ts';
+import { formatSummary, perRequestDelta, summarize, type CpuProfile, type Resolve, type Window } from './profile-summary.ts';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const SECONDS = Number(process.env.PROFILE_SECONDS ?? 10);
@@ -65,4 +65,10 @@ console.log('');
 console.log('/mutate ' + formatSummary(m, mutate.requests));
 console.log('');
 console.log('/allow ' + formatSummary(summarize(profile, 8, allow.window, resolve), allow.requests));
+console.log('');
+console.log('what /mutate adds to /allow, by function (µs CPU per request):');
+console.log('  /mutate   /allow    added  function');
+for (const d of perRequestDelta(profile, mutate, allow, TOP, resolve)) {
+  console.log(`  ${d.aUs.toFixed(1).padStart(7)}  ${d.bUs.toFixed(1).padStart(7)}  ${d.deltaUs.toFixed(1).padStart(7)}  ${d.name}`);
+}
 console.log(`mutate_us_per_req=${perReq(m.busyMs, mutate.requests).toFixed(1)} allow_us_per_req=${perReq(a.busyMs, allow.requests).toFixed(1)}`);
