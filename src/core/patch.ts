@@ -29,6 +29,46 @@ export function createPatch(original: Job, mutated: Job): Operation[] {
   return ops;
 }
 
+// The JSON of values built once and shared by many patches (the sidecar
+// container), computed the first time one is serialized.
+const sharedJson = new WeakMap<object, string>();
+
+/**
+ * Freezes `v` all the way down and marks it as shared: a value many Jobs carry
+ * unchanged, whose JSON serializePatch computes once. Frozen, because a
+ * change by any one holder would reach every later patch.
+ */
+export function sharedValue<T extends object>(v: T): T {
+  deepFreeze(v);
+  sharedJson.set(v, '');
+  return v;
+}
+
+function deepFreeze(v: unknown): void {
+  if (typeof v !== 'object' || v === null || Object.isFrozen(v)) return;
+  for (const x of Object.values(v)) deepFreeze(x);
+  Object.freeze(v);
+}
+
+/** JSON.stringify(ops), with each shared value's JSON computed only once. */
+export function serializePatch(ops: Operation[]): string {
+  let out = '';
+  for (const op of ops) {
+    const value = (op as { value?: unknown }).value;
+    let json = typeof value === 'object' && value !== null ? sharedJson.get(value) : undefined;
+    if (json === undefined) {
+      out += (out ? ',' : '') + JSON.stringify(op);
+      continue;
+    }
+    if (json === '') sharedJson.set(value as object, (json = JSON.stringify(value)));
+    // The same keys, in the same order, as JSON.stringify(op) would give.
+    const { value: _value, ...rest } = op as Operation & { value: unknown };
+    const head = JSON.stringify(rest);
+    out += `${out ? ',' : ''}${head.slice(0, -1)}${head.length > 2 ? ',' : ''}"value":${json}}`;
+  }
+  return `[${out}]`;
+}
+
 export function applyPatch<T>(doc: T, ops: Operation[]): T {
   return fjp.applyPatch(structuredClone(doc), ops, true, false).newDocument as T;
 }

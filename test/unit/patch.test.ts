@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import fjp from 'fast-json-patch';
 import { describe, expect, it } from 'vitest';
-import { applyPatch, createPatch, insertions } from '../../src/core/patch.ts';
+import { applyPatch, createPatch, insertions, serializePatch, sharedValue } from '../../src/core/patch.ts';
 import { inject } from '../../src/core/inject.ts';
 import { decide } from '../../src/core/decide.ts';
 import { defaultConfig } from '../../src/core/config.ts';
@@ -121,5 +121,62 @@ describe('createPatch', () => {
     };
     const obj = fc.dictionary(fc.string({ maxLength: 4 }), fc.jsonValue({ maxDepth: 4 }), { maxKeys: 6 });
     fc.assert(fc.property(obj, fc.array(fc.nat(11), { minLength: 1, maxLength: 6 }), (a, choose) => void roundTrip(a as Job, edit(a, choose) as Job)), { numRuns: 300 });
+  });
+});
+
+describe('shared values', () => {
+  it('are frozen all the way down', () => {
+    const v = sharedValue({ a: [{ b: 1 }], c: { d: 'e' } });
+    expect(Object.isFrozen(v)).toBe(true);
+    expect(Object.isFrozen(v.a[0])).toBe(true);
+    expect(Object.isFrozen(v.c)).toBe(true);
+    expect(() => {
+      (v.c as { d: string }).d = 'x';
+    }).toThrow(TypeError);
+  });
+
+  it('serialize to the same JSON as JSON.stringify, shared or not, again and again', () => {
+    const shared = sharedValue({ name: 'jobharvest', env: [{ name: 'A', value: 'x"y' }] });
+    const ops = [
+      { op: 'add', path: '/spec/template/spec/initContainers/0', value: shared },
+      { op: 'add', path: '/metadata/annotations/a~1b', value: 'v' },
+      { op: 'remove', path: '/x' },
+      { op: 'replace', path: '/y', value: { plain: true } },
+      { op: 'add', path: '/z', value: shared },
+    ] as Parameters<typeof serializePatch>[0];
+    expect(serializePatch(ops)).toBe(JSON.stringify(ops));
+    expect(serializePatch(ops)).toBe(JSON.stringify(ops));
+    expect(serializePatch([])).toBe('[]');
+  });
+});
+
+describe('the injected sidecar', () => {
+  const config = defaultConfig();
+  const injected = (j: Job, ns: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> } = { name: 'team-a' }) => {
+    const d = decide(j, { config, namespace: ns, assumeOptedIn: true });
+    if (d.action !== 'inject') throw new Error(d.reason);
+    return inject({ job: j, settings: d.settings, mode: d.mode, ttlSecondsAfterFinished: d.ttlSecondsAfterFinished, config, now: 0 }).job;
+  };
+  const sidecarOf = (j: Job) => j.spec!.template!.spec!.initContainers![0]!;
+
+  it('is built once per distinct settings and shared, frozen', () => {
+    const a = sidecarOf(injected(job()));
+    const b = sidecarOf(injected({ ...job(), metadata: { name: 'other', namespace: 'team-a' } }));
+    expect(b).toBe(a);
+    expect(Object.isFrozen(a)).toBe(true);
+    const c = sidecarOf(injected({ ...job(), metadata: { name: 'j', namespace: 'team-a', annotations: { 'jobharvest.io/sink': 'loki', 'jobharvest.io/endpoint': 'http://loki:3100' } } }));
+    expect(c).not.toBe(a);
+    expect(c.env).toContainEqual({ name: 'JOBHARVEST_ENDPOINT', value: 'http://loki:3100' });
+  });
+
+  it('differs where the pod decides: the started hook, the token mount, the exit code', () => {
+    const base = sidecarOf(injected(job()));
+    const j = job();
+    const shared = { ...j, spec: { ...j.spec, template: { ...j.spec!.template, spec: { ...j.spec!.template!.spec, shareProcessNamespace: true } } } } as Job;
+    expect(sidecarOf(injected(shared)).lifecycle).toBeDefined();
+    expect(base.lifecycle).toBeUndefined();
+    const rules = { ...j, spec: { ...j.spec, podFailurePolicy: { rules: [{ action: 'FailJob', onExitCodes: { operator: 'In', values: [3] } }] } } } as Job;
+    expect(sidecarOf(injected(rules)).env).toContainEqual({ name: 'JOBHARVEST_FAILURE_EXIT_CODE', value: '1' });
+    expect(JSON.stringify(base.env)).not.toContain('JOBHARVEST_FAILURE_EXIT_CODE');
   });
 });
