@@ -25,7 +25,9 @@
 // estimates within ±BURST_STABLE_MS of the latest), between BURST_MIN_ROUNDS
 // and BURST_MAX_ROUNDS. Also printed per arm: the webhook's latency as the API
 // server measured it (apiserver_admission_webhook_admission_duration_seconds,
-// the difference of two /metrics scrapes around each burst).
+// the difference of two /metrics scrapes around each burst), and the CPU time
+// each webhook process used per Job (from /proc, so little moved by the
+// machine's load: the part of the cost that is jobharvest's code).
 import { Agent, request } from 'node:https';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
@@ -186,8 +188,19 @@ function recreatable(cfg: Json): Json {
   return { apiVersion: cfg.apiVersion, kind: cfg.kind, metadata: { name: m.name, labels: m.labels }, webhooks: cfg.webhooks };
 }
 
+/** CPU time (user + system) a process has used so far, in ms, from /proc. */
+function cpuMs(pid: number | undefined): number {
+  if (pid === undefined) return 0;
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // utime and stime are fields 14 and 15 of stat(5), in clock ticks (100 per second on Linux).
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
 interface ArmStats {
   bursts: BurstResult[];
+  /** CPU ms the arm's webhook process used during its bursts. */
+  webhookCpuMs: number;
   /** Per-burst deltas of the API server's histogram of the webhook's latency (webhook arms). */
   histogram: Map<number, number>;
 }
@@ -251,7 +264,8 @@ async function main(): Promise<void> {
       }
     };
 
-    const stats = new Map<Arm, ArmStats>(ARMS.map((a) => [a, { bursts: [], histogram: new Map() }]));
+    const stats = new Map<Arm, ArmStats>(ARMS.map((a) => [a, { bursts: [], webhookCpuMs: 0, histogram: new Map() }]));
+    const pidOf = (arm: Arm) => (arm === 'jobharvest' ? webhook!.child.pid : arm === 'no-op' ? n.child.pid : undefined);
     // Warm-up: JIT, TLS sessions and connection pools of each arm.
     for (const arm of ARMS) {
       await activate(arm);
@@ -271,7 +285,9 @@ async function main(): Promise<void> {
       for (const arm of order) {
         await activate(arm);
         const before = arm === 'none' ? undefined : await scrape(api);
+        const cpuBefore = cpuMs(pidOf(arm));
         const r = await burst(api, job, JOBS);
+        stats.get(arm)!.webhookCpuMs += cpuMs(pidOf(arm)) - cpuBefore;
         if (before) {
           const h = stats.get(arm)!.histogram;
           for (const [bound, count] of await scrape(api)) h.set(bound, (h.get(bound) ?? 0) + count - (before.get(bound) ?? 0));
@@ -302,13 +318,13 @@ async function main(): Promise<void> {
     }
 
     console.log('');
-    console.log('arm          bursts   jobs  jobs/s  p50_ms  p99_ms  max_ms   429   webhook p50/p99 ms (API server)');
+    console.log('arm          bursts   jobs  jobs/s  p50_ms  p99_ms  max_ms   429   webhook p50/p99 ms (API server)   webhook CPU µs/Job');
     for (const arm of ARMS) {
       const s = stats.get(arm)!;
       const l = pooled(arm);
       const wall = s.bursts.reduce((t, b) => t + b.wallMs, 0);
       const delta = [...s.histogram];
-      const seen = arm === 'none' ? '' : `${fmt(histogramQuantile(0.5, delta) * 1000)}/${fmt(histogramQuantile(0.99, delta) * 1000)}`;
+      const seen = arm === 'none' ? '' : `${fmt(histogramQuantile(0.5, delta) * 1000)}/${fmt(histogramQuantile(0.99, delta) * 1000)}`.padEnd(33) + fmt((s.webhookCpuMs * 1000) / l.length, 0);
       console.log(
         `${arm.padEnd(12)} ${String(s.bursts.length).padStart(6)} ${String(l.length).padStart(6)} ${fmt((l.length * 1000) / wall).padStart(7)} ${fmt(quantile(l, 0.5)).padStart(7)} ${fmt(quantile(l, 0.99)).padStart(7)} ${fmt(l.at(-1) ?? NaN).padStart(7)} ${String(s.bursts.reduce((t, b) => t + b.throttled, 0)).padStart(5)}   ${seen}`,
       );

@@ -19,7 +19,8 @@ const app = build({
 });
 let calls = 0;
 app.addHook('onResponse', async (req) => {
-  if (req.url === '/allow') calls++;
+  // The API server adds ?timeout=… to the webhook's URL.
+  if (req.routeOptions.url === '/allow') calls++;
 });
 app.get('/calls', async () => ({ calls }));
 await app.listen({ host: '127.0.0.1', port: Number(process.env.PORT ?? 0) });
