@@ -47,6 +47,8 @@ const MAX_ROUNDS = Number(process.env.BURST_MAX_ROUNDS ?? 12);
 const STABLE_MS = Number(process.env.BURST_STABLE_MS ?? 1);
 const STABLE_ROUNDS = Number(process.env.BURST_STABLE_ROUNDS ?? 3);
 const WARMUP = 50;
+/** A folder: both webhooks run under --cpu-prof and write their profiles there (summarized at the end). */
+const CPU_PROF = process.env.BURST_CPU_PROF;
 const NAMESPACE = 'team-a';
 const CONFIG_NAME = 'jobharvest-burst';
 const NOOP_CONFIG_NAME = 'jobharvest-burst-noop';
@@ -161,8 +163,8 @@ async function scrape(api: Api): Promise<Map<number, number>> {
 }
 
 /** The no-op webhook as a process of its own: bundled, plain node. */
-async function startNoop(bundle: string, logsDir: string): Promise<{ port: number; ca: string; child: ChildProcess; calls(): Promise<number>; stop(): Promise<void> }> {
-  const child = spawn(process.execPath, ['--enable-source-maps', bundle], { stdio: ['ignore', 'pipe', 'inherit'], cwd: logsDir });
+async function startNoop(bundle: string, logsDir: string, nodeArgs: string[]): Promise<{ port: number; ca: string; child: ChildProcess; calls(): Promise<number>; stop(): Promise<void> }> {
+  const child = spawn(process.execPath, [...nodeArgs, bundle], { stdio: ['ignore', 'pipe', 'inherit'], cwd: logsDir });
   const first = await new Promise<string>((resolve, reject) => {
     createInterface({ input: child.stdout! }).once('line', resolve);
     child.once('exit', (c) => reject(new Error(`the no-op webhook exited with ${c}`)));
@@ -227,8 +229,9 @@ async function main(): Promise<void> {
     });
     log(`${JOBS} Jobs per burst, ${CONCURRENCY} in flight; rounds ${MIN_ROUNDS}-${MAX_ROUNDS} until added p50 is stable within ±${STABLE_MS} ms over ${STABLE_ROUNDS} rounds`);
 
-    webhook = await startWebhook(cluster, { name: CONFIG_NAME, failurePolicy: 'Fail', bundle: true });
-    noop = await startNoop(noopBundle, cluster.logsDir);
+    const nodeArgs = CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${CPU_PROF}`] : [];
+    webhook = await startWebhook(cluster, { name: CONFIG_NAME, failurePolicy: 'Fail', bundle: true, nodeArgs });
+    noop = await startNoop(noopBundle, cluster.logsDir, nodeArgs);
     const jhConfig = recreatable(await api.must('GET', `${CONFIGS}/${CONFIG_NAME}`));
     const noopConfig = structuredClone(jhConfig);
     (noopConfig.metadata as Json).name = NOOP_CONFIG_NAME;

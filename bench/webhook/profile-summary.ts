@@ -1,5 +1,8 @@
 // Reads a V8 .cpuprofile (node --cpu-prof) and sums self time per function
 // and per module: the text form of a flame graph's widest leaves.
+import { existsSync, readFileSync } from 'node:fs';
+import { SourceMap } from 'node:module';
+import { fileURLToPath } from 'node:url';
 
 export interface ProfileNode {
   id: number;
@@ -117,4 +120,23 @@ export function formatSummary(s: ReturnType<typeof summarize>, perRequestOf?: nu
   lines.push('self time by module:');
   for (const m of s.modules) lines.push(`  ${(m.share * 100).toFixed(1).padStart(5)}%${per(m.ms)}  ${m.name}`);
   return lines.join('\n');
+}
+
+/** Resolves frames of bundled files through the source map next to each (`<file>.map`), loaded once per file. */
+export function sourceMapResolver(): Resolve {
+  const maps = new Map<string, SourceMap | undefined>();
+  return (url, line, column) => {
+    if (!maps.has(url)) {
+      let map: SourceMap | undefined;
+      try {
+        const path = url.startsWith('file://') ? fileURLToPath(url) : url;
+        if (path.endsWith('.mjs') && existsSync(`${path}.map`)) map = new SourceMap(JSON.parse(readFileSync(`${path}.map`, 'utf8')));
+      } catch {
+        map = undefined;
+      }
+      maps.set(url, map);
+    }
+    const e = maps.get(url)?.findEntry(line, column) as { originalSource?: string; originalLine?: number } | undefined;
+    return e?.originalSource ? { url: e.originalSource, line: e.originalLine ?? 0 } : undefined;
+  };
 }

@@ -7,14 +7,13 @@
 import autocannon from 'autocannon';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync } from 'node:fs';
-import { SourceMap } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { bundleEntry } from './bundle.ts';
 import { reviewBody } from './review.ts';
-import { formatSummary, perRequestDelta, summarize, type CpuProfile, type Resolve, type Window } from './profile-summary.ts';
+import { formatSummary, perRequestDelta, sourceMapResolver, summarize, type CpuProfile, type Window } from './profile-summary.ts';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const SECONDS = Number(process.env.PROFILE_SECONDS ?? 10);
@@ -49,12 +48,7 @@ const file = readdirSync(profDir).find((f) => f.endsWith('.cpuprofile'));
 if (!file) throw new Error(`no profile written in ${profDir}`);
 const profile = JSON.parse(readFileSync(join(profDir, file), 'utf8')) as CpuProfile;
 // Frames of the bundle are named by their source file, through its source map.
-const map = new SourceMap(JSON.parse(readFileSync(`${bundle}.map`, 'utf8')));
-const resolve: Resolve = (url, line, column) => {
-  if (!url.endsWith(bundle)) return undefined;
-  const e = map.findEntry(line, column) as { originalSource?: string; originalLine?: number };
-  return e.originalSource ? { url: e.originalSource, line: e.originalLine ?? 0 } : undefined;
-};
+const resolve = sourceMapResolver();
 const a = summarize(profile, TOP, allow.window, resolve);
 const m = summarize(profile, TOP, mutate.window, resolve);
 const perReq = (busyMs: number, n: number) => (busyMs * 1000) / n;

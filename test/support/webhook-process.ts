@@ -36,12 +36,15 @@ export interface StartOptions {
   waitReady?: boolean;
   /** Run the built bundle (dist/jobharvest.mjs, `npm run build`) on plain node, as the image does, instead of the source through tsx. */
   bundle?: boolean;
+  /** Flags for node itself (with `bundle`), e.g. ['--cpu-prof']. */
+  nodeArgs?: string[];
 }
 
 export async function startWebhook(info: ClusterInfo, o: StartOptions): Promise<WebhookProcess> {
   const port = o.port ?? (await freePort());
   const url = `https://127.0.0.1:${port}/mutate`;
   const args = [
+    ...(o.bundle ? (o.nodeArgs ?? []) : []),
     join(ROOT, o.bundle ? 'dist/jobharvest.mjs' : 'src/cli/main.ts'),
     'webhook',
     '--kubeconfig',
