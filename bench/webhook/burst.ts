@@ -30,7 +30,7 @@
 // machine's load: the part of the cost that is jobharvest's code).
 import { Agent, request } from 'node:https';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -203,6 +203,8 @@ interface ArmStats {
   bursts: BurstResult[];
   /** CPU ms the arm's webhook process used during its bursts. */
   webhookCpuMs: number;
+  /** When its bursts ran, on the clock of --cpu-prof's timestamps (µs, CLOCK_MONOTONIC). */
+  windows: Array<{ fromUs: number; toUs: number }>;
   /** Per-burst deltas of the API server's histogram of the webhook's latency (webhook arms). */
   histogram: Map<number, number>;
 }
@@ -267,7 +269,7 @@ async function main(): Promise<void> {
       }
     };
 
-    const stats = new Map<Arm, ArmStats>(ARMS.map((a) => [a, { bursts: [], webhookCpuMs: 0, histogram: new Map() }]));
+    const stats = new Map<Arm, ArmStats>(ARMS.map((a) => [a, { bursts: [], webhookCpuMs: 0, windows: [], histogram: new Map() }]));
     const pidOf = (arm: Arm) => (arm === 'jobharvest' ? webhook!.child.pid : arm === 'no-op' ? n.child.pid : undefined);
     // Warm-up: JIT, TLS sessions and connection pools of each arm.
     for (const arm of ARMS) {
@@ -289,8 +291,10 @@ async function main(): Promise<void> {
         await activate(arm);
         const before = arm === 'none' ? undefined : await scrape(api);
         const cpuBefore = cpuMs(pidOf(arm));
+        const fromUs = Number(process.hrtime.bigint() / 1000n);
         const r = await burst(api, job, JOBS);
         stats.get(arm)!.webhookCpuMs += cpuMs(pidOf(arm)) - cpuBefore;
+        stats.get(arm)!.windows.push({ fromUs, toUs: Number(process.hrtime.bigint() / 1000n) });
         if (before) {
           const h = stats.get(arm)!.histogram;
           for (const [bound, count] of await scrape(api)) h.set(bound, (h.get(bound) ?? 0) + count - (before.get(bound) ?? 0));
@@ -336,6 +340,12 @@ async function main(): Promise<void> {
     console.log('');
     console.log(`any webhook (no-op minus none): p50 +${fmt(quantile(no, 0.5) - quantile(none, 0.5))} ms, p99 +${fmt(quantile(no, 0.99) - quantile(none, 0.99))} ms`);
     console.log(`rounds=${rounds} stable=${stable ? 'yes' : 'no'} (added p50 of the last ${STABLE_ROUNDS} rounds: ${estimates.slice(-STABLE_ROUNDS).map((e) => fmt(e)).join(', ')} ms)`);
+    if (CPU_PROF) {
+      // For profile-file.ts --windows: each webhook's profile restricted to its own bursts.
+      const byPid = Object.fromEntries((['no-op', 'jobharvest'] as const).map((a) => [String(pidOf(a)), { arm: a, jobs: pooled(a).length, windows: stats.get(a)!.windows }]));
+      writeFileSync(join(CPU_PROF, 'windows.json'), JSON.stringify(byPid));
+      log(`profiles in ${CPU_PROF}; windows.json holds each webhook's burst windows by pid`);
+    }
     console.log(`added_p50_ms=${fmt(quantile(jh, 0.5) - quantile(no, 0.5))} added_p99_ms=${fmt(quantile(jh, 0.99) - quantile(no, 0.99))}   (jobharvest minus no-op, per Job, same run)`);
   } catch (err) {
     failed = true;

@@ -45,7 +45,8 @@ export interface Window {
 }
 
 /** Self time (ms) by node, from the samples' timings, falling back to hit counts. */
-function selfTimes(p: CpuProfile, window?: Window): Map<number, number> {
+function selfTimes(p: CpuProfile, window?: Window | Window[]): Map<number, number> {
+  const windows = window === undefined ? undefined : Array.isArray(window) ? window : [window];
   const byNode = new Map<number, number>();
   if (p.samples && p.timeDeltas && p.samples.length === p.timeDeltas.length) {
     // A sample's timestamp is the start time plus the deltas up to it; its
@@ -53,7 +54,7 @@ function selfTimes(p: CpuProfile, window?: Window): Map<number, number> {
     let t = p.startTime;
     for (let i = 0; i < p.samples.length; i++) {
       t += p.timeDeltas[i]!;
-      if (window && (t < window.fromUs || t > window.toUs)) continue;
+      if (windows && !windows.some((w) => t >= w.fromUs && t <= w.toUs)) continue;
       const dt = (p.timeDeltas[i + 1] ?? 0) / 1000;
       byNode.set(p.samples[i]!, (byNode.get(p.samples[i]!) ?? 0) + dt);
     }
@@ -68,7 +69,7 @@ function selfTimes(p: CpuProfile, window?: Window): Map<number, number> {
 /** Maps a bundled frame back to its source (0-based line and column in, 0-based line out). */
 export type Resolve = (url: string, line: number, column: number) => { url: string; line: number } | undefined;
 
-export function summarize(p: CpuProfile, top = 20, window?: Window, resolve?: Resolve): { totalMs: number; busyMs: number; functions: SelfTime[]; modules: SelfTime[] } {
+export function summarize(p: CpuProfile, top = 20, window?: Window | Window[], resolve?: Resolve): { totalMs: number; busyMs: number; functions: SelfTime[]; modules: SelfTime[] } {
   const self = selfTimes(p, window);
   const fn = new Map<string, number>();
   const mod = new Map<string, number>();

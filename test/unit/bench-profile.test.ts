@@ -41,6 +41,17 @@ describe('profile summary', () => {
     ]);
   });
 
+  it('adds up several windows', () => {
+    const s = summarize(profile, 10, [
+      { fromUs: 0, toUs: 100 },
+      { fromUs: 250, toUs: 300 },
+    ]);
+    expect(s.functions.map((f) => [f.name, Number(f.ms.toFixed(2))])).toEqual([
+      ['diff src/core/patch.ts:47', 0.1],
+      ['_deepClone fast-json-patch:52', 0.1],
+    ]);
+  });
+
   it('maps frames through a resolver', () => {
     const s = summarize(profile, 10, undefined, (url, line) => (url.endsWith('patch.ts') ? { url: 'file:///w/src/core/other.ts', line: line + 10 } : undefined));
     expect(s.functions.map((f) => f.name)).toContain('diff src/core/other.ts:57');
