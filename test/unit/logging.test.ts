@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { redactValue } from '../../src/http/logging.ts';
+import { batchedStream, redactValue, webhookLogger } from '../../src/http/logging.ts';
 
 describe('redactValue', () => {
   it('returns plain objects and arrays with nothing to redact as they are', () => {
@@ -33,5 +33,36 @@ describe('redactValue', () => {
   it('stops at depth 4', () => {
     const deep = { a: { b: { c: { d: { e: { f: 'https://u:p@h' } } } } } };
     expect(redactValue(deep)).toBe(deep);
+  });
+});
+
+describe('batchedStream', () => {
+  it('writes the lines of one event-loop turn with one write, in order', async () => {
+    const writes: string[] = [];
+    const s = batchedStream({ write: (c: string) => writes.push(c) });
+    s.write('a\n');
+    s.write('b\n');
+    expect(writes).toEqual([]);
+    await new Promise((r) => setImmediate(r));
+    expect(writes).toEqual(['a\nb\n']);
+    s.write('c\n');
+    await new Promise((r) => setImmediate(r));
+    expect(writes).toEqual(['a\nb\n', 'c\n']);
+  });
+
+  it('writes at once past its size bound, and on flush', () => {
+    const writes: string[] = [];
+    const s = batchedStream({ write: (c: string) => writes.push(c) }, 4);
+    s.write('12');
+    s.write('345');
+    expect(writes).toEqual(['12345']);
+    s.write('6');
+    s.flush();
+    s.flush();
+    expect(writes).toEqual(['12345', '6']);
+  });
+
+  it('is what the webhook logger writes to unless given a stream', () => {
+    expect(typeof (webhookLogger({ level: 'info' }) as { stream: { write: unknown } }).stream.write).toBe('function');
   });
 });
