@@ -2,28 +2,35 @@
 // real API server (the test control plane: etcd + kube-apiserver, no
 // controllers, so nothing but the creations loads it).
 //
-// Three arms, each a burst of BURST_JOBS Jobs (bench/webhook/job.yaml) into
+// Four arms, each a burst of BURST_JOBS Jobs (bench/webhook/job.yaml) into
 // an opted-in namespace, at most BURST_CONCURRENCY in flight, as fast as the
 // API server admits them (a 429 from priority and fairness is retried):
 //   none        no webhook registered;
 //   no-op       a webhook that allows every Job unchanged (bench/webhook/noop.ts:
 //               the same Fastify app and TLS settings, bundled, on plain node);
+//   static      a webhook that answers every Job with the same fixed patch,
+//               jobharvest's patch for these Jobs computed once (also
+//               bench/webhook/noop.ts): each Job is stored as jobharvest
+//               stores it, without jobharvest's work per review;
 //   jobharvest  `jobharvest webhook --webhook-url` from the built bundle
 //               (dist/jobharvest.mjs, as in the image), which registers itself.
-// Both webhooks run as their own processes on this machine for the whole run,
-// and are registered by the same MutatingWebhookConfiguration: the one
+// jobharvest and the reference webhooks run as their own processes on this
+// machine for the whole run, and are registered by the same
+// MutatingWebhookConfiguration: the one
 // jobharvest wrote, read back, with only the name, URL and caBundle changed
 // (same rules, failurePolicy Fail, timeoutSeconds, selectors). Switching arms
 // deletes one configuration and creates the other, then probes with single
 // Jobs until the API server calls the right webhook.
 //
-// A round runs the three arms, in an order that rotates from round to round
+// A round runs the four arms, in an order that rotates from round to round
 // so that drift in the machine's load does not always hit the same arm; the
 // Jobs are deleted between rounds. The figure is jobharvest minus no-op: the
 // p50 and p99 of creation latency over every burst of each arm so far. Rounds
 // repeat until the p50 figure is stable (the last BURST_STABLE_ROUNDS
 // estimates within ±BURST_STABLE_MS of the latest), between BURST_MIN_ROUNDS
-// and BURST_MAX_ROUNDS. Also printed per arm: the webhook's latency as the API
+// and BURST_MAX_ROUNDS. The static arm splits that figure in two: the cost of
+// the mutation itself (static minus no-op) and jobharvest's own work (jobharvest
+// minus static). Also printed per arm: the webhook's latency as the API
 // server measured it (apiserver_admission_webhook_admission_duration_seconds,
 // the difference of two /metrics scrapes around each burst), and the CPU time
 // each webhook process used per Job (from /proc, so little moved by the
@@ -52,6 +59,9 @@ const CPU_PROF = process.env.BURST_CPU_PROF;
 const NAMESPACE = 'team-a';
 const CONFIG_NAME = 'jobharvest-burst';
 const NOOP_CONFIG_NAME = 'jobharvest-burst-noop';
+const STATIC_CONFIG_NAME = 'jobharvest-burst-static';
+// Opted in, with a durable sink so the webhook also sets the TTL: the whole patch.
+const NAMESPACE_ANNOTATIONS = { 'jobharvest.io/inject': 'enabled', 'jobharvest.io/sink': 'http', 'jobharvest.io/endpoint': 'http://127.0.0.1:9/ingest' };
 const WEBHOOK_NAME = 'jobs.jobharvest.io';
 const METRIC = 'apiserver_admission_webhook_admission_duration_seconds';
 const CONFIGS = '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations';
@@ -63,8 +73,8 @@ const fmt = (n: number, d = 1) => (Number.isFinite(n) ? n.toFixed(d) : 'n/a');
 const sleep = (ms: number) => new Promise((res) => setTimeout(res, ms));
 
 type Json = Record<string, unknown>;
-type Arm = 'none' | 'no-op' | 'jobharvest';
-const ARMS: Arm[] = ['none', 'no-op', 'jobharvest'];
+type Arm = 'none' | 'no-op' | 'static' | 'jobharvest';
+const ARMS: Arm[] = ['none', 'no-op', 'static', 'jobharvest'];
 
 class Api {
   private readonly agent: Agent;
@@ -163,8 +173,8 @@ async function scrape(api: Api): Promise<Map<number, number>> {
 }
 
 /** The no-op webhook as a process of its own: bundled, plain node. */
-async function startNoop(bundle: string, logsDir: string, nodeArgs: string[]): Promise<{ port: number; ca: string; child: ChildProcess; calls(): Promise<number>; stop(): Promise<void> }> {
-  const child = spawn(process.execPath, [...nodeArgs, bundle], { stdio: ['ignore', 'pipe', 'inherit'], cwd: logsDir });
+async function startNoop(bundle: string, logsDir: string, nodeArgs: string[]): Promise<{ port: number; ca: string; child: ChildProcess; calls(): Promise<{ allow: number; static: number }>; stop(): Promise<void> }> {
+  const child = spawn(process.execPath, [...nodeArgs, bundle], { stdio: ['ignore', 'pipe', 'inherit'], cwd: logsDir, env: { ...process.env, NAMESPACE_ANNOTATIONS: JSON.stringify(NAMESPACE_ANNOTATIONS) } });
   const first = await new Promise<string>((resolve, reject) => {
     createInterface({ input: child.stdout! }).once('line', resolve);
     child.once('exit', (c) => reject(new Error(`the no-op webhook exited with ${c}`)));
@@ -174,7 +184,7 @@ async function startNoop(bundle: string, logsDir: string, nodeArgs: string[]): P
     port,
     ca,
     child,
-    calls: async () => (JSON.parse((await get(port, '/calls')).body) as { calls: number }).calls,
+    calls: async () => JSON.parse((await get(port, '/calls')).body) as { allow: number; static: number },
     stop: () =>
       new Promise<void>((resolve) => {
         if (child.exitCode !== null) return resolve();
@@ -225,44 +235,56 @@ async function main(): Promise<void> {
   let noop: Awaited<ReturnType<typeof startNoop>> | undefined;
   let failed = false;
   try {
-    // Opted in, with a durable sink so the webhook also sets the TTL: the whole patch.
-    await api.must('POST', '/api/v1/namespaces', {
-      metadata: { name: NAMESPACE, annotations: { 'jobharvest.io/inject': 'enabled', 'jobharvest.io/sink': 'http', 'jobharvest.io/endpoint': 'http://127.0.0.1:9/ingest' } },
-    });
+    await api.must('POST', '/api/v1/namespaces', { metadata: { name: NAMESPACE, annotations: NAMESPACE_ANNOTATIONS } });
     log(`${JOBS} Jobs per burst, ${CONCURRENCY} in flight; rounds ${MIN_ROUNDS}-${MAX_ROUNDS} until added p50 is stable within ±${STABLE_MS} ms over ${STABLE_ROUNDS} rounds`);
 
     const nodeArgs = CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${CPU_PROF}`] : [];
     webhook = await startWebhook(cluster, { name: CONFIG_NAME, failurePolicy: 'Fail', bundle: true, nodeArgs });
     noop = await startNoop(noopBundle, cluster.logsDir, nodeArgs);
     const jhConfig = recreatable(await api.must('GET', `${CONFIGS}/${CONFIG_NAME}`));
-    const noopConfig = structuredClone(jhConfig);
-    (noopConfig.metadata as Json).name = NOOP_CONFIG_NAME;
-    for (const w of noopConfig.webhooks as Array<{ clientConfig: Json }>) {
-      w.clientConfig = { url: `https://127.0.0.1:${noop.port}/allow`, caBundle: Buffer.from(noop.ca).toString('base64') };
-    }
+    const referenceConfig = (name: string, path: string) => {
+      const cfg = structuredClone(jhConfig);
+      (cfg.metadata as Json).name = name;
+      for (const w of cfg.webhooks as Array<{ clientConfig: Json }>) {
+        w.clientConfig = { url: `https://127.0.0.1:${noop!.port}${path}`, caBundle: Buffer.from(noop!.ca).toString('base64') };
+      }
+      return cfg;
+    };
+    const configs: Record<Arm, Json | undefined> = { none: undefined, 'no-op': referenceConfig(NOOP_CONFIG_NAME, '/allow'), static: referenceConfig(STATIC_CONFIG_NAME, '/static'), jobharvest: jhConfig };
+    const nameOf = (cfg: Json) => (cfg.metadata as Json).name as string;
     const wh = (jhConfig.webhooks as Json[])[0]!;
-    log(`both webhooks registered as: failurePolicy ${String(wh.failurePolicy)}, timeoutSeconds ${String(wh.timeoutSeconds)}, matchPolicy ${String(wh.matchPolicy)}, reinvocationPolicy ${String(wh.reinvocationPolicy)}, sideEffects ${String(wh.sideEffects)}`);
+    log(`the three webhooks registered as: failurePolicy ${String(wh.failurePolicy)}, timeoutSeconds ${String(wh.timeoutSeconds)}, matchPolicy ${String(wh.matchPolicy)}, reinvocationPolicy ${String(wh.reinvocationPolicy)}, sideEffects ${String(wh.sideEffects)}`);
 
     const n = noop;
     const present = new Set<string>([CONFIG_NAME]);
     /** Registers the arm's webhook alone, and returns once a probe Job shows the API server calls it (and only it). */
     const activate = async (arm: Arm) => {
-      const want = arm === 'jobharvest' ? CONFIG_NAME : arm === 'no-op' ? NOOP_CONFIG_NAME : undefined;
-      for (const name of [CONFIG_NAME, NOOP_CONFIG_NAME]) {
+      const wanted = configs[arm];
+      const want = wanted ? nameOf(wanted) : undefined;
+      for (const name of [CONFIG_NAME, NOOP_CONFIG_NAME, STATIC_CONFIG_NAME]) {
         if (name !== want && present.has(name)) {
           await api.must('DELETE', `${CONFIGS}/${name}`);
           present.delete(name);
         }
       }
-      if (want && !present.has(want)) {
-        await api.must('POST', CONFIGS, want === CONFIG_NAME ? jhConfig : noopConfig);
+      if (wanted && want && !present.has(want)) {
+        await api.must('POST', CONFIGS, wanted);
         present.add(want);
       }
       for (let i = 0; ; i++) {
-        const callsBefore = await n.calls();
+        const before = await n.calls();
         const probe = await burst(api, job, 1);
-        const noopCalled = (await n.calls()) > callsBefore;
-        const ok = arm === 'jobharvest' ? probe.mutated === 1 && !noopCalled : arm === 'no-op' ? probe.mutated === 0 && noopCalled : probe.mutated === 0 && !noopCalled;
+        const after = await n.calls();
+        const allowCalled = after.allow > before.allow;
+        const staticCalled = after.static > before.static;
+        const ok =
+          arm === 'jobharvest'
+            ? probe.mutated === 1 && !allowCalled && !staticCalled
+            : arm === 'static'
+              ? probe.mutated === 1 && staticCalled && !allowCalled
+              : arm === 'no-op'
+                ? probe.mutated === 0 && allowCalled && !staticCalled
+                : probe.mutated === 0 && !allowCalled && !staticCalled;
         if (ok) return;
         if (i > 200) throw new Error(`the API server did not switch to the ${arm} arm`);
         await sleep(100);
@@ -270,7 +292,7 @@ async function main(): Promise<void> {
     };
 
     const stats = new Map<Arm, ArmStats>(ARMS.map((a) => [a, { bursts: [], webhookCpuMs: 0, windows: [], histogram: new Map() }]));
-    const pidOf = (arm: Arm) => (arm === 'jobharvest' ? webhook!.child.pid : arm === 'no-op' ? n.child.pid : undefined);
+    const pidOf = (arm: Arm) => (arm === 'jobharvest' ? webhook!.child.pid : arm === 'none' ? undefined : n.child.pid);
     // Warm-up: JIT, TLS sessions and connection pools of each arm.
     for (const arm of ARMS) {
       await activate(arm);
@@ -282,7 +304,7 @@ async function main(): Promise<void> {
     let rounds = 0;
     let stable = false;
     console.log('');
-    console.log('round  order                      none p50/p99     no-op p50/p99    jobharvest p50/p99   added p50/p99 (round)   added p50/p99 (pooled)');
+    console.log('round  order                               none p50/p99     no-op p50/p99    static p50/p99   jobharvest p50/p99   added p50/p99 (round)   added p50/p99 (pooled)');
     while (rounds < MAX_ROUNDS) {
       rounds++;
       const order = ARMS.map((_, i) => ARMS[(i + rounds - 1) % ARMS.length]!);
@@ -299,7 +321,7 @@ async function main(): Promise<void> {
           const h = stats.get(arm)!.histogram;
           for (const [bound, count] of await scrape(api)) h.set(bound, (h.get(bound) ?? 0) + count - (before.get(bound) ?? 0));
         }
-        const expectMutated = arm === 'jobharvest' ? JOBS : 0;
+        const expectMutated = arm === 'jobharvest' || arm === 'static' ? JOBS : 0;
         if (r.mutated !== expectMutated) throw new Error(`${arm} burst: ${r.mutated}/${JOBS} Jobs mutated, expected ${expectMutated}`);
         stats.get(arm)!.bursts.push(r);
         thisRound.set(arm, r);
@@ -316,7 +338,7 @@ async function main(): Promise<void> {
       const est = q(pj, 0.5) - q(pn, 0.5);
       estimates.push(est);
       console.log(
-        `${String(rounds).padStart(5)}  ${order.join(', ').padEnd(26)} ${pair(thisRound.get('none')!.latenciesMs)}${pair(no)}${pair(jh).padEnd(21)}${`${fmt(q(jh, 0.5) - q(no, 0.5))}/${fmt(q(jh, 0.99) - q(no, 0.99))}`.padEnd(24)}${fmt(est)}/${fmt(q(pj, 0.99) - q(pn, 0.99))}`,
+        `${String(rounds).padStart(5)}  ${order.join(', ').padEnd(35)} ${pair(thisRound.get('none')!.latenciesMs)}${pair(no)}${pair(thisRound.get('static')!.latenciesMs)}${pair(jh).padEnd(21)}${`${fmt(q(jh, 0.5) - q(no, 0.5))}/${fmt(q(jh, 0.99) - q(no, 0.99))}`.padEnd(24)}${fmt(est)}/${fmt(q(pj, 0.99) - q(pn, 0.99))}`,
       );
       if (rounds >= MIN_ROUNDS && stableWithin(estimates, STABLE_ROUNDS, STABLE_MS)) {
         stable = true;
@@ -336,13 +358,22 @@ async function main(): Promise<void> {
         `${arm.padEnd(12)} ${String(s.bursts.length).padStart(6)} ${String(l.length).padStart(6)} ${fmt((l.length * 1000) / wall).padStart(7)} ${fmt(quantile(l, 0.5)).padStart(7)} ${fmt(quantile(l, 0.99)).padStart(7)} ${fmt(l.at(-1) ?? NaN).padStart(7)} ${String(s.bursts.reduce((t, b) => t + b.throttled, 0)).padStart(5)}   ${seen}`,
       );
     }
-    const [none, no, jh] = ARMS.map(pooled) as [number[], number[], number[]];
+    const [none, no, st, jh] = ARMS.map(pooled) as [number[], number[], number[], number[]];
     console.log('');
-    console.log(`any webhook (no-op minus none): p50 +${fmt(quantile(no, 0.5) - quantile(none, 0.5))} ms, p99 +${fmt(quantile(no, 0.99) - quantile(none, 0.99))} ms`);
+    const diff = (a: number[], b: number[]) => `p50 ${fmt(quantile(a, 0.5) - quantile(b, 0.5))} ms, p99 ${fmt(quantile(a, 0.99) - quantile(b, 0.99))} ms`;
+    console.log(`any webhook (no-op minus none): ${diff(no, none)}`);
+    console.log(`the mutation itself: API server, etcd, client (static patch minus no-op): ${diff(st, no)}`);
+    console.log(`jobharvest's own work per review (jobharvest minus static patch): ${diff(jh, st)}`);
     console.log(`rounds=${rounds} stable=${stable ? 'yes' : 'no'} (added p50 of the last ${STABLE_ROUNDS} rounds: ${estimates.slice(-STABLE_ROUNDS).map((e) => fmt(e)).join(', ')} ms)`);
     if (CPU_PROF) {
       // For profile-file.ts --windows: each webhook's profile restricted to its own bursts.
-      const byPid = Object.fromEntries((['no-op', 'jobharvest'] as const).map((a) => [String(pidOf(a)), { arm: a, jobs: pooled(a).length, windows: stats.get(a)!.windows }]));
+      // The no-op and static arms share a process: its windows are both arms'.
+      const byPid = Object.fromEntries(
+        (['no-op', 'jobharvest'] as const).map((a) => {
+          const arms: Arm[] = a === 'no-op' ? ['no-op', 'static'] : [a];
+          return [String(pidOf(a)), { arm: arms.join(' + '), jobs: arms.reduce((t, x) => t + pooled(x).length, 0), windows: arms.flatMap((x) => stats.get(x)!.windows) }];
+        }),
+      );
       writeFileSync(join(CPU_PROF, 'windows.json'), JSON.stringify(byPid));
       log(`profiles in ${CPU_PROF}; windows.json holds each webhook's burst windows by pid`);
     }
