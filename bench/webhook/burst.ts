@@ -45,7 +45,7 @@ import { loadYaml } from '@kubernetes/client-node';
 import { startCluster, type Cluster } from '../../test/harness/cluster/harness.ts';
 import { get, startWebhook, type WebhookProcess } from '../../test/support/webhook-process.ts';
 import { bundleEntry } from './bundle.ts';
-import { histogramQuantile, quantile, stableWithin } from './stats.ts';
+import { histogramQuantile, processCpuMs, quantile, stableWithin } from './stats.ts';
 
 const JOBS = Number(process.env.BURST_JOBS ?? 500);
 const CONCURRENCY = Number(process.env.BURST_CONCURRENCY ?? 32);
@@ -200,15 +200,6 @@ function recreatable(cfg: Json): Json {
   return { apiVersion: cfg.apiVersion, kind: cfg.kind, metadata: { name: m.name, labels: m.labels }, webhooks: cfg.webhooks };
 }
 
-/** CPU time (user + system) a process has used so far, in ms, from /proc. */
-function cpuMs(pid: number | undefined): number {
-  if (pid === undefined) return 0;
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  // utime and stime are fields 14 and 15 of stat(5), in clock ticks (100 per second on Linux).
-  return (Number(fields[11]) + Number(fields[12])) * 10;
-}
-
 interface ArmStats {
   bursts: BurstResult[];
   /** CPU ms the arm's webhook process used during its bursts. */
@@ -312,10 +303,10 @@ async function main(): Promise<void> {
       for (const arm of order) {
         await activate(arm);
         const before = arm === 'none' ? undefined : await scrape(api);
-        const cpuBefore = cpuMs(pidOf(arm));
+        const cpuBefore = processCpuMs(pidOf(arm));
         const fromUs = Number(process.hrtime.bigint() / 1000n);
         const r = await burst(api, job, JOBS);
-        stats.get(arm)!.webhookCpuMs += cpuMs(pidOf(arm)) - cpuBefore;
+        stats.get(arm)!.webhookCpuMs += processCpuMs(pidOf(arm)) - cpuBefore;
         stats.get(arm)!.windows.push({ fromUs, toUs: Number(process.hrtime.bigint() / 1000n) });
         if (before) {
           const h = stats.get(arm)!.histogram;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { histogramQuantile, quantile, stableWithin } from '../../bench/webhook/stats.ts';
+import { cpuMsFromStat, histogramQuantile, processCpuMs, quantile, stableWithin } from '../../bench/webhook/stats.ts';
 
 describe('bench statistics', () => {
   it('quantile takes the nearest rank of a sorted array', () => {
@@ -30,5 +30,12 @@ describe('bench statistics', () => {
     expect(stableWithin([2, 2], 3, 1)).toBe(false);
     expect(stableWithin([2, NaN, 2], 3, 1)).toBe(false);
     expect(stableWithin([9, 1, 2, 1.5], 3, 1)).toBe(true);
+  });
+
+  it('reads CPU time from /proc/<pid>/stat, whatever the command name holds', () => {
+    const stat = '4242 (node (x) y) S 1 4242 4242 0 -1 4194560 9876 0 0 0 1234 56 0 0 20 0 11 0 100 1000000 2000 18446744073709551615';
+    expect(cpuMsFromStat(stat)).toBe((1234 + 56) * 10);
+    expect(processCpuMs(undefined)).toBe(0);
+    expect(processCpuMs(process.pid)).toBeGreaterThan(0);
   });
 });
