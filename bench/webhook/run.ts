@@ -1,46 +1,35 @@
 // npm run bench:webhook — HTTPS keep-alive load on /mutate against a baseline
 // route of the same server that answers allowed: true without work. Ratios, not
-// absolute numbers, are the result: this machine is shared and noisy.
+// absolute numbers, are the result: this machine is shared and noisy. Besides
+// the throughput ratio, the server's own CPU time per request (from /proc)
+// gives cpu_ratio: baseline CPU per request over /mutate's, the throughput
+// ratio the server would reach were it alone on a core, and much less moved
+// by other work on the machine.
 import autocannon from 'autocannon';
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { parse } from 'yaml';
+import { bundleEntry } from './bundle.ts';
 import { paced } from './paced.ts';
+import { reviewBody } from './review.ts';
+import { processCpuMs } from './stats.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const DURATION = Number(process.env.BENCH_SECONDS ?? 8);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 
-// A realistic Job: what a CronJob-driven batch workload usually looks like.
-const job = parse(readFileSync(`${ROOT}bench/webhook/job.yaml`, 'utf8'));
-const body = JSON.stringify({
-  apiVersion: 'admission.k8s.io/v1',
-  kind: 'AdmissionReview',
-  request: {
-    uid: '705ab4f5-6393-11e8-b7cc-42010a800002',
-    kind: { group: 'batch', version: 'v1', kind: 'Job' },
-    resource: { group: 'batch', version: 'v1', resource: 'jobs' },
-    requestKind: { group: 'batch', version: 'v1', kind: 'Job' },
-    requestResource: { group: 'batch', version: 'v1', resource: 'jobs' },
-    namespace: 'team-a',
-    operation: 'CREATE',
-    userInfo: { username: 'system:serviceaccount:kube-system:cronjob-controller', groups: ['system:serviceaccounts', 'system:authenticated'] },
-    object: job,
-    oldObject: null,
-    dryRun: false,
-    options: { apiVersion: 'meta.k8s.io/v1', kind: 'CreateOptions' },
-  },
-});
+const body = reviewBody();
+// The server runs bundled on plain node, as the image runs the webhook.
+const bundle = await bundleEntry(`${ROOT}bench/webhook/server.ts`);
 
-const server = spawn(process.execPath, ['--import', 'tsx', `${ROOT}bench/webhook/server.ts`], { stdio: ['ignore', 'pipe', 'inherit'], cwd: ROOT });
+const server = spawn(process.execPath, [bundle], { stdio: ['ignore', 'pipe', 'inherit'], cwd: ROOT });
 const port = await new Promise<number>((resolve, reject) => {
   createInterface({ input: server.stdout! }).once('line', (l) => resolve(Number(l)));
   server.once('exit', (c) => reject(new Error(`bench server exited ${c}`)));
 });
 
 async function load(path: string) {
+  const cpu0 = processCpuMs(server.pid);
   const r = await autocannon({
     url: `https://127.0.0.1:${port}${path}`,
     method: 'POST',
@@ -51,7 +40,7 @@ async function load(path: string) {
     duration: DURATION,
   });
   if (r.non2xx || r.errors || r.timeouts) throw new Error(`${path}: ${r.non2xx} non-2xx, ${r.errors} errors, ${r.timeouts} timeouts`);
-  return { rps: r.requests.average };
+  return { rps: r.requests.average, requests: r.requests.total, cpuMs: processCpuMs(server.pid) - cpu0 };
 }
 
 try {
@@ -60,11 +49,19 @@ try {
   await autocannon({ url: `https://127.0.0.1:${port}/allow`, method: 'POST', body, headers: { 'content-type': 'application/json' }, duration: 2, connections: 8 });
   let base = 0;
   let mut = 0;
+  const cpu = { base: 0, baseN: 0, mut: 0, mutN: 0 };
+  const us = (ms: number, n: number) => ((ms * 1000) / n).toFixed(1);
   // Interleaved rounds so drift in machine load hits both routes alike.
   for (let i = 0; i < ROUNDS; i++) {
     const b = await load('/allow');
     const m = await load('/mutate');
-    console.log(`round ${i + 1}: baseline_rps=${b.rps.toFixed(0)} mutate_rps=${m.rps.toFixed(0)} ratio=${(m.rps / b.rps).toFixed(3)}`);
+    console.log(
+      `round ${i + 1}: baseline_rps=${b.rps.toFixed(0)} mutate_rps=${m.rps.toFixed(0)} ratio=${(m.rps / b.rps).toFixed(3)}; server CPU per request: baseline ${us(b.cpuMs, b.requests)} µs, mutate ${us(m.cpuMs, m.requests)} µs`,
+    );
+    cpu.base += b.cpuMs;
+    cpu.baseN += b.requests;
+    cpu.mut += m.cpuMs;
+    cpu.mutN += m.requests;
     base += b.rps;
     mut += m.rps;
   }
@@ -75,7 +72,8 @@ try {
   const ms = (x: number) => x.toFixed(2);
   console.log(`fixed 500 req/s, ${fixed.sent} requests: baseline p50_ms=${ms(fixedBase.p50)} p99_ms=${ms(fixedBase.p99)}; mutate p50_ms=${ms(fixed.p50)} p99_ms=${ms(fixed.p99)} max_ms=${ms(fixed.max)}`);
   console.log(`baseline_rps=${(base / ROUNDS).toFixed(0)} mutate_rps=${(mut / ROUNDS).toFixed(0)}`);
-  console.log(`ratio=${(mut / base).toFixed(3)} p99_ms=${ms(fixed.p99)}`);
+  console.log(`server CPU per request: baseline ${us(cpu.base, cpu.baseN)} µs, mutate ${us(cpu.mut, cpu.mutN)} µs`);
+  console.log(`ratio=${(mut / base).toFixed(3)} cpu_ratio=${(cpu.base / cpu.baseN / (cpu.mut / cpu.mutN)).toFixed(3)} p99_ms=${ms(fixed.p99)}`);
 } finally {
   server.kill('SIGTERM');
 }

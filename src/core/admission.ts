@@ -5,7 +5,7 @@ import type { Config } from './config.ts';
 import type { ServerVersion } from './server-version.ts';
 import { mutateJob } from './mutate.ts';
 import { SKIP_REASONS, type Decision } from './decide.ts';
-import { createPatch } from './patch.ts';
+import { createPatch, serializePatch } from './patch.ts';
 
 export const ADMISSION_API_VERSION = 'admission.k8s.io/v1';
 
@@ -136,7 +136,7 @@ export async function review(req: AdmissionRequest, deps: ReviewDeps): Promise<R
     const patch = createPatch(job as Job, mutated);
     if (!req.dryRun) deps.onInjected?.(nsName, result.decision);
     return answer(
-      { patchType: 'JSONPatch', patch: Buffer.from(JSON.stringify(patch)).toString('base64'), ...(warnings ? { warnings } : {}) },
+      { patchType: 'JSONPatch', patch: Buffer.from(serializePatch(patch)).toString('base64'), ...(warnings ? { warnings } : {}) },
       { kind: 'injected', decision: result.decision, patch },
     );
   } catch (error) {

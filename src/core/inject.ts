@@ -7,6 +7,7 @@ import { chooseFailureExitCode } from './exit-code.ts';
 import { renderLogsUrl } from '../contract/logs-url.ts';
 import { type Container, type Job, type JobSpec, type Obj, type ObjectMeta, type PodSpec, type Volume } from './kube.ts';
 import type { Settings } from './settings.ts';
+import { sharedValue } from './patch.ts';
 
 export interface InjectParams {
   job: Job;
@@ -58,7 +59,7 @@ export function inject({ job: input, settings, mode, ttlSecondsAfterFinished, co
     mounts.push({ name: NAMES.logVolume, mountPath: NAMES.logMountPath, subPathExpr: SUBPATH_EXPR, readOnly: true });
   }
   if (mode === 'api' && pod.automountServiceAccountToken === false) {
-    // The pod opted out of a token for its own containers; only the sidecar gets
+    // (tokenMount below) The pod opted out of a token for its own containers; only the sidecar gets
     // one, short-lived and projected, to read pods/log.
     volumes.push(tokenVolume());
     mounts.push({ name: NAMES.tokenVolume, mountPath: NAMES.tokenMountPath, readOnly: true });
@@ -70,34 +71,10 @@ export function inject({ job: input, settings, mode, ttlSecondsAfterFinished, co
 
   const exitCode = chooseFailureExitCode(input, NAMES.container);
   warnings.push(...exitCode.warnings);
-  const env = sidecarEnv(settings, mode, config);
-  if (exitCode.code !== null) env.push({ name: ENV.FAILURE_EXIT_CODE.name, value: String(exitCode.code) });
-
-  const sidecar: Container = {
-    name: NAMES.container,
-    image: config.sidecar.image,
-    imagePullPolicy: config.sidecar.imagePullPolicy,
-    args: [...config.sidecar.args],
-    restartPolicy: 'Always',
-    ...(needsStartedHook(pod) && config.sidecar.startedCommand.length > 0 ? { lifecycle: { postStart: { exec: { command: [...config.sidecar.startedCommand] } } } } : {}),
-    env,
-    resources: copyResources(config.sidecar.resources),
-    securityContext: {
-      runAsNonRoot: true,
-      runAsUser: config.sidecar.runAsUser,
-      // Node mode: containerd writes every container log root:root 0640 in 0755
-      // directories, whatever the container's user. A non-root process gets no
-      // capabilities to read past that, but group 0 may read the files, and Pod
-      // Security (even restricted) does not forbid it. The user stays non-root.
-      runAsGroup: mode === 'node' ? 0 : config.sidecar.runAsUser,
-      allowPrivilegeEscalation: false,
-      readOnlyRootFilesystem: true,
-      privileged: false,
-      capabilities: { drop: ['ALL'] },
-      seccompProfile: { type: 'RuntimeDefault' },
-    },
-    volumeMounts: mounts,
-  };
+  const tokenMount = mode === 'api' && pod.automountServiceAccountToken === false;
+  const sidecar = sharedSidecar(config, { settings, mode, tokenMount, exitCode: exitCode.code, startedHook: needsStartedHook(pod) }, () =>
+    buildSidecar(config, settings, mode, exitCode.code, needsStartedHook(pod), mounts),
+  );
   // First, so it starts before other init containers and captures their logs too.
   pod.initContainers = [sidecar, ...(pod.initContainers ?? [])];
   pod.volumes = [...(pod.volumes ?? []), ...volumes];
@@ -157,6 +134,65 @@ export function inject({ job: input, settings, mode, ttlSecondsAfterFinished, co
     if (url !== undefined) job.metadata.annotations[ANNOTATIONS.logsUrl] = url;
   }
   return { job, warnings };
+}
+
+/** What the sidecar container depends on besides the configuration. */
+interface SidecarKey {
+  settings: Settings;
+  mode: SourceMode;
+  tokenMount: boolean;
+  exitCode: number | null;
+  startedHook: boolean;
+}
+
+// The same sidecar goes into every Job with the same settings: it is built,
+// frozen and serialized once per combination (see sharedValue), not per
+// review. Settings come from tenants' annotations, so the cache is bounded.
+const SIDECAR_CACHE_MAX = 256;
+const sidecarCache = new WeakMap<Config, Map<string, Container>>();
+
+function sharedSidecar(config: Config, key: SidecarKey, build: () => Container): Container {
+  let byKey = sidecarCache.get(config);
+  if (!byKey) sidecarCache.set(config, (byKey = new Map()));
+  const k = JSON.stringify([key.mode, key.tokenMount, key.exitCode, key.startedHook, key.settings]);
+  let c = byKey.get(k);
+  if (!c) {
+    if (byKey.size >= SIDECAR_CACHE_MAX) byKey.clear();
+    c = sharedValue(build());
+    byKey.set(k, c);
+  }
+  return c;
+}
+
+function buildSidecar(config: Config, settings: Settings, mode: SourceMode, exitCode: number | null, startedHook: boolean, mounts: Obj[]): Container {
+  const env = sidecarEnv(settings, mode, config);
+  if (exitCode !== null) env.push({ name: ENV.FAILURE_EXIT_CODE.name, value: String(exitCode) });
+
+  return {
+    name: NAMES.container,
+    image: config.sidecar.image,
+    imagePullPolicy: config.sidecar.imagePullPolicy,
+    args: [...config.sidecar.args],
+    restartPolicy: 'Always',
+    ...(startedHook && config.sidecar.startedCommand.length > 0 ? { lifecycle: { postStart: { exec: { command: [...config.sidecar.startedCommand] } } } } : {}),
+    env,
+    resources: copyResources(config.sidecar.resources),
+    securityContext: {
+      runAsNonRoot: true,
+      runAsUser: config.sidecar.runAsUser,
+      // Node mode: containerd writes every container log root:root 0640 in 0755
+      // directories, whatever the container's user. A non-root process gets no
+      // capabilities to read past that, but group 0 may read the files, and Pod
+      // Security (even restricted) does not forbid it. The user stays non-root.
+      runAsGroup: mode === 'node' ? 0 : config.sidecar.runAsUser,
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      privileged: false,
+      capabilities: { drop: ['ALL'] },
+      seccompProfile: { type: 'RuntimeDefault' },
+    },
+    volumeMounts: mounts,
+  };
 }
 
 /**
