@@ -101,6 +101,6 @@ export class ElasticsearchClient implements QueryClient {
     return pager<SortValue[]>(async (after, limit) => {
       const body = JSON.stringify(searchBody(q, limit, after, this.keywordSuffix));
       return { rows: parseHits(await httpText(url, this.http, 'POST', { type: 'application/json', text: body })) };
-    }, pageSize);
+    }, pageSize, { ties: 'any', cursor: 'complete' });
   }
 }

@@ -85,6 +85,6 @@ export class LokiClient implements QueryClient {
       u.searchParams.set('direction', 'forward');
       const lines = parseQueryRange(await httpText(u, http));
       return { rows: lines.map((line) => ({ line, key: line.ns, cursor: line.ns })) };
-    }, pageSize);
+    }, pageSize, { ties: 'any', cursor: 'key' });
   }
 }

@@ -61,10 +61,22 @@ export async function detectFields(base: string, q: LogQuery, preferred: FieldPr
   return preferred;
 }
 
+/** Where a VictoriaLogs page resumes: after the `k`-th row at `ns`, which has the record id `id`. */
+interface VlCursor {
+  ns: bigint;
+  id: string;
+  k: number;
+}
+
 /**
- * VictoriaLogs' LogsQL `/select/logsql/query`: sorted by `_time` on the server
- * with a `limit` (a top-k, so a page costs the server no more than its size),
- * and paged by moving `start` past the last line emitted.
+ * VictoriaLogs' LogsQL `/select/logsql/query`: sorted on the server by
+ * (`_time`, record id) with a `limit` (a top-k, so a page costs the server no
+ * more than its offset and size), which is CRI order: the natural string
+ * order VictoriaLogs sorts by puts one file's offsets in numeric order. A page
+ * resumes after a complete cursor: `start` at the last row's timestamp, an
+ * `offset` past the rows of that timestamp already read, and the first row
+ * checked against the last one's record id. A page never grows, however many
+ * lines share one nanosecond.
  */
 export class VictoriaLogsClient implements QueryClient {
   readonly kind = 'victorialogs';
@@ -78,31 +90,35 @@ export class VictoriaLogsClient implements QueryClient {
     const f = this.fields;
     const filter = logsqlFilter(q, f);
     const url = under(this.base, '/select/logsql/query');
-    const pipe = `| sort by (_time) limit LIMIT | fields _time, _msg, ${[f.pod, f.container, f.restart, f.stream, f.id].map(field).join(', ')}`;
-    return pager<bigint>(async (after, limit) => {
-      const from = after !== undefined ? after + 1n : q.fromNs;
-      const params = new URLSearchParams({ query: `${filter} ${pipe.replace('LIMIT', String(limit))}` });
+    const fields = `| fields _time, _msg, ${[f.pod, f.container, f.restart, f.stream, f.id].map(field).join(', ')}`;
+    return pager<VlCursor>(async (after, limit) => {
+      // Resuming: the row the cursor names comes first again, as a check.
+      const skip = after ? after.k - 1 : 0;
+      const params = new URLSearchParams({ query: `${filter} | sort by (_time, ${field(f.id)})${skip > 0 ? ` offset ${skip}` : ''} limit ${limit} ${fields}` });
+      const from = after?.ns ?? q.fromNs;
       params.set('start', from !== undefined ? formatTimeNs(from) : '0');
       if (q.toNs !== undefined) params.set('end', formatTimeNs(q.toNs - 1n));
       const text = await httpText(url, this.http, 'POST', { type: 'application/x-www-form-urlencoded', text: params.toString() });
-      const rows = [];
+      const got: LogLine[] = [];
       for (const raw of text.split('\n')) {
         if (!raw) continue;
         const r = JSON.parse(raw) as Record<string, string | undefined>;
         const ns = parseTimeNs(r._time ?? '');
         if (ns === undefined) throw new QueryError(`VictoriaLogs returned a row without a usable _time: ${raw.slice(0, 200)}`);
-        const line: LogLine = {
-          ns,
-          stream: r[f.stream] ?? '',
-          message: r._msg ?? '',
-          pod: r[f.pod] ?? '',
-          container: r[f.container] ?? '',
-          restart: Number(r[f.restart] ?? 0),
-          id: r[f.id] ?? '',
-        };
-        rows.push({ line, key: ns, cursor: ns });
+        got.push({ ns, stream: r[f.stream] ?? '', message: r._msg ?? '', pod: r[f.pod] ?? '', container: r[f.container] ?? '', restart: Number(r[f.restart] ?? 0), id: r[f.id] ?? '' });
       }
-      return { rows };
-    }, pageSize);
+      const more = got.length >= limit;
+      let prev = after;
+      if (after) {
+        const first = got.shift();
+        if (!first || first.ns !== after.ns || first.id !== after.id) throw new QueryError(`the lines at ${formatTimeNs(after.ns)} changed while they were read (expected record ${after.id} first, got ${first?.id ?? 'nothing'}); run the command again`);
+      }
+      const rows = got.map((line) => {
+        const cursor: VlCursor = { ns: line.ns, id: line.id, k: prev && prev.ns === line.ns ? prev.k + 1 : 1 };
+        prev = cursor;
+        return { line, key: line.ns, cursor };
+      });
+      return { rows, more };
+    }, pageSize, { ties: 'exact', cursor: 'complete' });
   }
 }
