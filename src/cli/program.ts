@@ -121,6 +121,7 @@ export function program(): Command {
     .option('--username <name>', 'basic auth user for the query API, with --password-file')
     .option('--password-file <file>', 'basic auth password')
     .option('--ca-file <file>', 'CA certificate (PEM) of the query API')
+    .option('--trust-endpoint <url>', 'send the credentials to this query endpoint although an annotation chose it')
     .addOption(new Option('--page-size <n>', 'lines per query page').hideHelp())
     .action(async (ref: string, flags: LogsFlags) => {
       process.exitCode = await runLogs(ref, flags);

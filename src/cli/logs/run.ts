@@ -1,0 +1,174 @@
+import { readFileSync } from 'node:fs';
+import { redactUrls } from '../../contract/redact.ts';
+import { ERROR_CODES, JobharvestError } from '../../core/errors.ts';
+import type { Credentials } from '../../query/http.ts';
+import type { QueryTarget } from '../../query/resolve.ts';
+import { formatTimeNs, type LogLine, type LogQuery, type QueryClient } from '../../query/types.ts';
+import { readCluster, type ClusterView } from './cluster.ts';
+import { parseOptions, type LogsFlags, type LogsOptions } from './options.ts';
+import { credentialLabel, plan, type CredentialPlan, type Plan } from './resolve.ts';
+
+function bad(msg: string): never {
+  throw new JobharvestError(ERROR_CODES.BAD_INPUT, msg);
+}
+
+function readSecretFile(path: string, flag: string): string {
+  try {
+    return readFileSync(path, 'utf8').trim();
+  } catch (e) {
+    bad(`${flag} ${path}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
+  }
+}
+
+/** Reads the credentials the plan allows, and only those. */
+export async function loadCredentials(p: CredentialPlan, o: Pick<LogsOptions, 'envToken'>, view: Pick<ClusterView, 'secret'>): Promise<{ creds: Credentials | undefined; from: string; warnings: string[] }> {
+  switch (p.kind) {
+    case 'none':
+      return { creds: undefined, from: credentialLabel(p), warnings: [] };
+    case 'token-file':
+      return { creds: { token: readSecretFile(p.path, '--token-file') }, from: credentialLabel(p), warnings: [] };
+    case 'env':
+      return { creds: { token: o.envToken! }, from: credentialLabel(p), warnings: [] };
+    case 'basic':
+      return { creds: { username: p.username, password: readSecretFile(p.passwordFile, '--password-file') }, from: credentialLabel(p), warnings: [] };
+    case 'secret': {
+      const data = await view.secret(p.name);
+      if (data && (data.token || (data.username !== undefined && data.password !== undefined))) {
+        return { creds: data.token ? { token: data.token } : { username: data.username, password: data.password }, from: `Secret ${p.namespace}/${p.name} (${data.token ? 'token' : 'username, password'})`, warnings: [] };
+      }
+      return { creds: undefined, from: 'none', warnings: [`Secret ${p.namespace}/${p.name} could not be read or holds no token or username/password; querying without credentials`] };
+    }
+  }
+}
+
+export async function makeClient(t: QueryTarget, creds: Credentials | undefined, ca: string | undefined, q: LogQuery): Promise<QueryClient> {
+  const http = { ...(creds ? { credentials: creds } : {}), ...(ca ? { ca } : {}) };
+  if (t.type === 'victorialogs') {
+    const { VictoriaLogsClient, FIELD_MAPS, detectFields } = await import('../../query/victorialogs.ts');
+    return new VictoriaLogsClient(t.endpoint, FIELD_MAPS[await detectFields(t.endpoint, q, t.fields, http)], http);
+  }
+  if (t.type === 'loki') {
+    const { LokiClient } = await import('../../query/loki.ts');
+    return new LokiClient(t.endpoint, http, t.tenant);
+  }
+  const { ElasticsearchClient } = await import('../../query/elasticsearch.ts');
+  return new ElasticsearchClient(t.endpoint, t.index, http);
+}
+
+/** Writes with backpressure, so a slow reader holds the query back instead of filling memory. */
+class Out {
+  closed = false;
+  constructor(private readonly stream: NodeJS.WritableStream) {
+    stream.on('error', (e: NodeJS.ErrnoException) => {
+      // `| head` closing the pipe is a normal way to stop reading.
+      if (e.code === 'EPIPE') this.closed = true;
+      else throw e;
+    });
+  }
+  async write(s: string): Promise<void> {
+    if (this.closed) return;
+    if (!this.stream.write(s)) await new Promise<void>((r) => this.stream.once('drain', r));
+  }
+}
+
+export function formatLine(l: LogLine, ctx: { namespace: string; job: string }, o: { output?: string; timestamps?: boolean; prefix?: boolean }): string {
+  if (o.output === 'json') {
+    return JSON.stringify({ time: formatTimeNs(l.ns), namespace: ctx.namespace, job: ctx.job, pod: l.pod, container: l.container, restart: l.restart, stream: l.stream, message: l.message }) + '\n';
+  }
+  return `${o.prefix ? `[pod/${l.pod}/${l.container}] ` : ''}${o.timestamps ? `${formatTimeNs(l.ns)} ` : ''}${l.message}\n`;
+}
+
+// Clock skew between the API server and the node that stamped the CRI lines.
+const CREATION_SLACK_MS = 60_000;
+
+/** The query for the options and the resolution. Pure. */
+export function buildQuery(o: Pick<LogsOptions, 'sinceMs' | 'sinceTimeNs' | 'pod'>, r: Pick<Plan, 'namespace' | 'job' | 'containers' | 'jobCreatedMs'>, nowMs: number): LogQuery {
+  let fromNs: bigint | undefined;
+  if (o.sinceMs !== undefined) fromNs = BigInt(Math.round(nowMs - o.sinceMs)) * 1_000_000n;
+  if (o.sinceTimeNs !== undefined) fromNs = o.sinceTimeNs;
+  // Records carry the Job's name, not its uid: while the Job exists, its
+  // creation time keeps an earlier Job of the same name out.
+  if (r.jobCreatedMs !== undefined) {
+    const created = BigInt(r.jobCreatedMs - CREATION_SLACK_MS) * 1_000_000n;
+    if (fromNs === undefined || fromNs < created) fromNs = created;
+  }
+  return { namespace: r.namespace, job: r.job, ...(o.pod ? { pod: o.pod } : {}), ...(r.containers ? { containers: r.containers } : {}), ...(fromNs !== undefined ? { fromNs } : {}) };
+}
+
+/**
+ * The lines to print, in CRI order. --previous needs each container's latest
+ * restart first, so it reads the lines twice rather than holding them.
+ */
+export async function* selectLines(client: QueryClient, q: LogQuery, o: Pick<LogsOptions, 'previous' | 'tail' | 'pageSize'>): AsyncIterable<LogLine> {
+  let keep: (l: LogLine) => boolean = () => true;
+  if (o.previous) {
+    const latest = new Map<string, number>();
+    for await (const l of client.lines(q, o.pageSize)) {
+      const k = `${l.pod}\0${l.container}`;
+      if ((latest.get(k) ?? -1) < l.restart) latest.set(k, l.restart);
+    }
+    if (![...latest.values()].some((n) => n > 0)) bad('previous terminated container not found: no container of this Job restarted');
+    keep = (l) => l.restart === (latest.get(`${l.pod}\0${l.container}`) ?? 0) - 1;
+  }
+  const tail = o.tail;
+  if (tail === -1) {
+    for await (const l of client.lines(q, o.pageSize)) if (keep(l)) yield l;
+    return;
+  }
+  // A ring of the last N: memory is bounded by what the user asked to see.
+  const ring: LogLine[] = [];
+  let at = 0;
+  if (tail === 0) return;
+  for await (const l of client.lines(q, o.pageSize)) {
+    if (!keep(l)) continue;
+    if (ring.length < tail) ring.push(l);
+    else ring[at] = l;
+    at = (at + 1) % tail;
+  }
+  yield* ring.length < tail ? ring : [...ring.slice(at), ...ring.slice(0, at)];
+}
+
+/** --explain's text. Pure: names where every setting and the credentials come from, never a credential. */
+export function explainText(p: Plan, q: LogQuery, warnings: string[]): string {
+  const lines = [`job/${p.job} in namespace ${p.namespace}`, ...p.sources.map((s) => `  ${s}`)];
+  if (typeof p.target === 'string') lines.push(`  query: none: ${p.target}`);
+  else lines.push(`  query: ${p.target.type} at ${redactUrls(p.target.endpoint)} (${p.target.how})${p.target.type === 'victorialogs' ? `, fields of the ${p.target.fields} writer` : ''}${p.target.type === 'elasticsearch' ? `, index ${p.target.index}` : ''}`);
+  lines.push(`  containers: ${p.containerNote}`);
+  if (q.fromNs !== undefined) lines.push(`  from: ${formatTimeNs(q.fromNs)}${p.jobCreatedMs !== undefined ? " (the Job's creation, less a minute, or a later --since)" : ''}`);
+  lines.push(`  credentials: ${credentialLabel(p.credentials)}`);
+  for (const w of warnings) lines.push(`  warning: ${w}`);
+  return lines.join('\n') + '\n';
+}
+
+/**
+ * `jobharvest logs`: the options are parsed and checked in full first (no
+ * I/O), then the cluster is read, then the pure resolution decides what to
+ * query and which credentials may go there, then the lines are printed.
+ */
+export async function runLogs(ref: string, flags: LogsFlags, out: NodeJS.WritableStream = process.stdout, err: NodeJS.WritableStream = process.stderr, cluster?: ClusterView): Promise<number> {
+  const o = parseOptions(ref, flags);
+  const view = cluster ?? (await readCluster(o));
+  const p = plan(o, view);
+  const q = buildQuery(o, p, Date.now());
+  if (o.explain) {
+    out.write(explainText(p, q, p.warnings));
+    return 0;
+  }
+  const creds = await loadCredentials(p.credentials, o, view);
+  for (const w of [...p.warnings, ...creds.warnings]) err.write(`warning: ${w}\n`);
+  if (typeof p.target === 'string') {
+    err.write(`jobharvest logs: cannot query: ${p.target}\n`);
+    return 2;
+  }
+  const ca = o.caFile ? readSecretFile(o.caFile, '--ca-file') : undefined;
+  const client = await makeClient(p.target, creds.creds, ca, q);
+  const w = new Out(out);
+  let n = 0;
+  for await (const l of selectLines(client, q, o)) {
+    if (w.closed) break;
+    await w.write(formatLine(l, p, o));
+    n++;
+  }
+  if (n === 0 && p.jobFound !== 'exists') err.write(`jobharvest logs: no lines found for job/${p.job} in namespace ${p.namespace} at ${redactUrls(p.target.endpoint)}\n`);
+  return 0;
+}
