@@ -1,11 +1,10 @@
+import { LOKI_FIELDS as L, RECORD_FLAGS } from '../contract/record.ts';
 import { httpText, under, type HttpOptions } from './http.ts';
 import { pager } from './pager.ts';
-import { QueryError, type LogLine, type LogQuery, type QueryClient } from './types.ts';
+import { QueryError, readFlags, type LogLine, type LogQuery, type QueryClient } from './types.ts';
 
 export const DEFAULT_RANGE_NS = 720n * 3600n * 1_000_000_000n;
 
-/** The loki sink's labels; pod_uid, restart_count and id travel as structured metadata. */
-const L = { namespace: 'namespace', job: 'job', pod: 'pod', container: 'container', stream: 'stream', restart: 'restart_count', id: 'id' };
 
 // LogQL string literals: backquoted raw strings cannot hold a backquote, so
 // use double quotes with Go escaping, which JSON's is a subset of.
@@ -40,7 +39,7 @@ export function parseQueryRange(body: string): LogLine[] {
       // Without the categorize-labels encoding flag Loki folds structured
       // metadata into the stream's labels; with it, it comes as a third element.
       const labels = { ...s.stream, ...(v[2]?.structuredMetadata ?? {}), ...(v[2]?.parsed ?? {}) };
-      out.push({
+      const line: LogLine = {
         ns: BigInt(v[0]),
         message: v[1],
         stream: labels[L.stream] ?? '',
@@ -48,7 +47,11 @@ export function parseQueryRange(body: string): LogLine[] {
         container: labels[L.container] ?? '',
         restart: Number(labels[L.restart] ?? 0),
         id: labels[L.id] ?? '',
-      });
+      };
+      for (const k of ['namespace', 'job', 'podUid', 'node'] as const) if (labels[L[k]] !== undefined) line[k] = labels[L[k]];
+      const flags = readFlags((x) => labels[L[x]], RECORD_FLAGS);
+      if (flags) line.flags = flags;
+      out.push(line);
     }
   }
   return out.sort((a, b) => (a.ns < b.ns ? -1 : a.ns > b.ns ? 1 : 0));

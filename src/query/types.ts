@@ -1,4 +1,6 @@
-/** One log line as a query API returns it, reduced to what `kubectl logs` prints and what orders it. */
+import type { RecordFlag } from '../contract/record.ts';
+
+/** One log line as a query API returns it: what `kubectl logs` prints, what orders it, and the record's other fields where the server kept them. */
 export interface LogLine {
   /** CRI timestamp in nanoseconds since the epoch. */
   ns: bigint;
@@ -9,6 +11,21 @@ export interface LogLine {
   restart: number;
   /** The sidecar's deterministic record id: `<file prefix>-<byte offset>`. */
   id: string;
+  namespace?: string;
+  job?: string;
+  podUid?: string;
+  node?: string;
+  /** The flags the sidecar set on the record, in contract order; absent when none. */
+  flags?: RecordFlag[];
+}
+
+/** The flags a record's fields say are set, from any format's names for them. */
+export function readFlags(get: (flag: RecordFlag) => unknown, names: readonly RecordFlag[]): RecordFlag[] | undefined {
+  const set = names.filter((f) => {
+    const v = get(f);
+    return v === true || v === 'true';
+  });
+  return set.length ? set : undefined;
 }
 
 /** What to fetch: one Job's lines, narrowed as the kubectl-like flags ask. */

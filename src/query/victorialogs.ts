@@ -1,35 +1,20 @@
+import { DOCUMENT_FIELDS, LOKI_FIELDS, OTLP_ATTRIBUTES, RECORD_FLAGS, type RecordField } from '../contract/record.ts';
 import { httpText, under, type HttpOptions } from './http.ts';
 import { pager } from './pager.ts';
-import { formatTimeNs, parseTimeNs, QueryError, type LogLine, type LogQuery, type QueryClient } from './types.ts';
+import { formatTimeNs, parseTimeNs, QueryError, readFlags, type LogLine, type LogQuery, type QueryClient } from './types.ts';
 
-/** Where each sink's metadata lands in VictoriaLogs (the names the sidecar's encoders write). */
-export interface FieldMap {
-  namespace: string;
-  job: string;
-  pod: string;
-  container: string;
-  restart: string;
-  stream: string;
-  id: string;
-}
+/** Where each sink's metadata lands in VictoriaLogs: the names the sidecar's encoders write (src/contract/record.ts). */
+export type FieldMap = Record<RecordField, string>;
 
-const DOCUMENT: FieldMap = {
-  namespace: 'k8s.namespace.name',
-  job: 'k8s.job.name',
-  pod: 'k8s.pod.name',
-  container: 'k8s.container.name',
-  restart: 'k8s.container.restart_count',
-  stream: 'stream',
-  id: 'id',
-};
+const pick = (m: Record<RecordField, string>): FieldMap => Object.fromEntries((Object.keys(OTLP_ATTRIBUTES) as RecordField[]).map((k) => [k, m[k]])) as FieldMap;
 
 export const FIELD_MAPS = {
   /** Loki push: labels plus structured metadata. */
-  loki: { namespace: 'namespace', job: 'job', pod: 'pod', container: 'container', restart: 'restart_count', stream: 'stream', id: 'id' },
+  loki: pick(LOKI_FIELDS),
   /** The JSON document of the http and elasticsearch sinks. */
-  document: DOCUMENT,
+  document: pick(DOCUMENT_FIELDS),
   /** OTLP: the same k8s attributes, OpenTelemetry's names for stream and id. */
-  otlp: { ...DOCUMENT, stream: 'log.iostream', id: 'log.record.uid' },
+  otlp: pick(OTLP_ATTRIBUTES),
 } satisfies Record<string, FieldMap>;
 
 export type FieldPreset = keyof typeof FIELD_MAPS;
@@ -90,7 +75,7 @@ export class VictoriaLogsClient implements QueryClient {
     const f = this.fields;
     const filter = logsqlFilter(q, f);
     const url = under(this.base, '/select/logsql/query');
-    const fields = `| fields _time, _msg, ${[f.pod, f.container, f.restart, f.stream, f.id].map(field).join(', ')}`;
+    const fields = `| fields _time, _msg, ${[f.namespace, f.job, f.pod, f.podUid, f.container, f.restart, f.node, f.stream, f.id, ...RECORD_FLAGS.map((x) => f[x])].map(field).join(', ')}`;
     return pager<VlCursor>(async (after, limit) => {
       // Resuming: the row the cursor names comes first again, as a check.
       const skip = after ? after.k - 1 : 0;
@@ -105,7 +90,11 @@ export class VictoriaLogsClient implements QueryClient {
         const r = JSON.parse(raw) as Record<string, string | undefined>;
         const ns = parseTimeNs(r._time ?? '');
         if (ns === undefined) throw new QueryError(`VictoriaLogs returned a row without a usable _time: ${raw.slice(0, 200)}`);
-        got.push({ ns, stream: r[f.stream] ?? '', message: r._msg ?? '', pod: r[f.pod] ?? '', container: r[f.container] ?? '', restart: Number(r[f.restart] ?? 0), id: r[f.id] ?? '' });
+        const line: LogLine = { ns, stream: r[f.stream] ?? '', message: r._msg ?? '', pod: r[f.pod] ?? '', container: r[f.container] ?? '', restart: Number(r[f.restart] ?? 0), id: r[f.id] ?? '' };
+        for (const k of ['namespace', 'job', 'podUid', 'node'] as const) if (r[f[k]]) line[k] = r[f[k]];
+        const flags = readFlags((x) => r[f[x]], RECORD_FLAGS);
+        if (flags) line.flags = flags;
+        got.push(line);
       }
       const more = got.length >= limit;
       let prev = after;
