@@ -13,12 +13,20 @@ import { parseHits } from '../../src/query/elasticsearch.ts';
 import { parseQueryRange } from '../../src/query/loki.ts';
 import { compareLines, parseTimeNs, type LogLine } from '../../src/query/types.ts';
 import { DocumentEncoder } from '../../sidecar/encode/document.ts';
-import { FLAG_MALFORMED, FLAG_TRUNCATED, type LogRecord } from '../../sidecar/records/record.ts';
+import { FileProgress } from '../../sidecar/records/progress.ts';
+import { FLAG_MALFORMED, FLAG_TRUNCATED, fileKey, idPrefix, type FileMeta, type LogRecord } from '../../sidecar/records/record.ts';
 import { encodeLokiPush } from '../../sidecar/sinks/loki.ts';
-import { makeMeta, makeRecord } from '../../sidecar/test/helpers.ts';
 
 const fixture = (name: string) => readFileSync(new URL(`../fixtures/query/${name}`, import.meta.url), 'utf8');
 const identity = { namespace: 'team-a', pod: 'nightly-x7k2p', podUid: '5f0c2a4e-1b7d-4c1e-9a55-0d7c6d0e9b11', node: 'node-a', job: 'nightly' };
+
+function makeMeta(container: string, restart: number, fp: string): FileMeta {
+  return { container, restart, fingerprint: fp, key: fileKey(container, restart, fp), idPrefix: idPrefix(identity.podUid, container, restart, fp), progress: new FileProgress(0) };
+}
+
+function makeRecord(message: string, over: Partial<LogRecord> & { file: FileMeta }): LogRecord {
+  return { offset: 0, ts: '2025-12-01T07:40:00Z', stream: 'stdout', message, size: message.length + 40, safe: message.length + 40, flags: 0, ...over };
+}
 
 function records(): LogRecord[] {
   const run0 = makeMeta('main', 0, 'fp000000000000a0');
