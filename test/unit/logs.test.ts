@@ -219,7 +219,12 @@ describe('jobharvest logs: credentials go only where the operator said', () => {
     const nsAnnotations = { 'jobharvest.io/query-endpoint': 'http://vl.team-a:9428', 'jobharvest.io/query-type': 'victorialogs' };
     const b = await resolve(flags({ tokenFile }), 'nightly', view({ config, namespaceAnnotations: nsAnnotations }));
     expect(b.credentials.creds).toBeUndefined();
-    expect(b.warnings.join('\n')).toMatch(/namespace annotation jobharvest.io\/query-endpoint chose the query endpoint/);
+    expect(b.warnings.join('\n')).toMatch(/namespace annotation jobharvest.io\/query-endpoint chose the query endpoint .*\(--token-file held back\)/);
+    // With nothing to hold back a run stays quiet; --explain still says who chose the endpoint.
+    const plain = parseConfig({ sink: { type: 'loki', endpoint: 'http://vl.logging:9428/insert/loki/api/v1/push' } });
+    const quiet = await resolve(flags(), 'nightly', view({ config: plain, namespaceAnnotations: nsAnnotations }));
+    expect(quiet.warnings).toEqual([]);
+    expect(quiet.explainWarnings.join('\n')).toMatch(/^namespace annotation jobharvest.io\/query-endpoint chose the query endpoint http:\/\/vl.team-a:9428: no credentials are sent there; --trust-endpoint/);
     // Trusted by name, with the flag: then they go.
     const c = await resolve(flags({ tokenFile, trustEndpoint: 'http://vl.team-a:9428' }), 'nightly', view({ config, namespaceAnnotations: nsAnnotations }));
     expect(c.credentials).toEqual({ creds: { token: 'operator-query-token' }, from: '--token-file' });

@@ -42,6 +42,8 @@ export interface Plan {
   containerNote: string;
   credentials: CredentialPlan;
   warnings: string[];
+  /** Warnings --explain shows besides `warnings`, which a run prints too. */
+  explainWarnings: string[];
 }
 
 const LEVELS_HIGH_FIRST = ['pod template', 'Job', 'namespace'] as const;
@@ -66,6 +68,7 @@ export function sameEndpoint(a: string, b: string): boolean {
 export function plan(o: LogsOptions, view: ClusterView): Plan {
   const sources: string[] = [];
   const warnings: string[] = [];
+  const explainWarnings: string[] = [];
   sources.push(`Job: ${view.jobFound === 'exists' ? `found (uid ${view.job?.uid})` : view.jobFound === 'gone' ? 'gone (deleted or never created): its annotations are not available' : 'could not be read'}`);
   sources.push(`namespace annotations: ${view.namespaceAnnotations ? 'read' : view.namespaceNote}`);
   sources.push(`chart configuration: ${view.configNote}`);
@@ -154,7 +157,9 @@ export function plan(o: LogsOptions, view: ClusterView): Plan {
   if (endpoint && !endpoint.trusted && typeof target !== 'string') {
     const held = credentials.kind === 'none' ? '' : ` (${credentialLabel(credentials)} held back)`;
     const url = redactUrls(target.endpoint);
-    warnings.push(`${chooser.from} chose the query endpoint ${url}: no credentials are sent there${held}; --trust-endpoint ${url} sends them`);
+    // Always in --explain; on a run only when it changed something, so that
+    // an annotation-chosen endpoint without credentials to send stays quiet.
+    (held ? warnings : explainWarnings).push(`${chooser.from} chose the query endpoint ${url}: no credentials are sent there${held}; --trust-endpoint ${url} sends them`);
     credentials = { kind: 'none', why: "the query endpoint is not the operator's" };
   }
   if (typeof target === 'string' && credentials.kind !== 'none') credentials = { kind: 'none', why: 'nothing to query' };
@@ -172,6 +177,7 @@ export function plan(o: LogsOptions, view: ClusterView): Plan {
     containerNote,
     credentials,
     warnings,
+    explainWarnings,
   };
 }
 

@@ -151,7 +151,7 @@ export async function runLogs(ref: string, flags: LogsFlags, out: NodeJS.Writabl
   const p = plan(o, view);
   const q = buildQuery(o, p, Date.now());
   if (o.explain) {
-    out.write(explainText(p, q, p.warnings));
+    out.write(explainText(p, q, [...p.warnings, ...p.explainWarnings]));
     return 0;
   }
   const creds = await loadCredentials(p.credentials, o, view);
