@@ -71,18 +71,37 @@ export function formatTimeNs(ns: bigint): string {
 /**
  * The order `kubectl logs` has within one file is byte order; across files,
  * pods and restarts the CRI timestamp decides. Ties at one nanosecond fall back
- * to the record id, whose offset part is compared as a number.
+ * to the record id (`<file prefix>-<byte offset>`) in natural order, digit runs
+ * compared as numbers: one file's offsets in numeric order, and the order
+ * VictoriaLogs sorts strings in, so a server-sorted page and a local sort agree.
  */
 export function compareLines(a: LogLine, b: LogLine): number {
   if (a.ns !== b.ns) return a.ns < b.ns ? -1 : 1;
-  const [pa, oa] = splitId(a.id);
-  const [pb, ob] = splitId(b.id);
-  if (pa !== pb) return pa < pb ? -1 : 1;
-  return oa - ob;
+  return compareNatural(a.id, b.id);
 }
 
-function splitId(id: string): [string, number] {
-  const dash = id.lastIndexOf('-');
-  const off = Number(id.slice(dash + 1));
-  return dash >= 0 && Number.isFinite(off) ? [id.slice(0, dash), off] : [id, 0];
+const RUN = /\d+|\D+/g;
+
+/** Natural string order: digit runs by value (then by length, so `01` follows `1`), other runs by code unit. */
+export function compareNatural(a: string, b: string): number {
+  if (a === b) return 0;
+  const ra = a.match(RUN) ?? [];
+  const rb = b.match(RUN) ?? [];
+  for (let i = 0; i < Math.min(ra.length, rb.length); i++) {
+    const x = ra[i]!;
+    const y = rb[i]!;
+    if (x === y) continue;
+    const dx = x.charCodeAt(0) >= 48 && x.charCodeAt(0) <= 57;
+    const dy = y.charCodeAt(0) >= 48 && y.charCodeAt(0) <= 57;
+    if (dx && dy) {
+      const tx = x.replace(/^0+(?=\d)/, '');
+      const ty = y.replace(/^0+(?=\d)/, '');
+      if (tx.length !== ty.length) return tx.length - ty.length;
+      if (tx !== ty) return tx < ty ? -1 : 1;
+      return x.length - y.length;
+    }
+    if (dx !== dy) return dx ? -1 : 1;
+    return x < y ? -1 : 1;
+  }
+  return ra.length - rb.length;
 }

@@ -7,7 +7,7 @@ import { ElasticsearchClient, parseHits, searchBody } from '../../src/query/elas
 import { LokiClient, logqlSelector, parseQueryRange } from '../../src/query/loki.ts';
 import { pager } from '../../src/query/pager.ts';
 import { notQueryable, resolveTarget } from '../../src/query/resolve.ts';
-import { compareLines, formatTimeNs, parseTimeNs, type LogLine } from '../../src/query/types.ts';
+import { compareLines, compareNatural, formatTimeNs, parseTimeNs, type LogLine } from '../../src/query/types.ts';
 import { FIELD_MAPS, logsqlFilter, VictoriaLogsClient } from '../../src/query/victorialogs.ts';
 
 const fixture = (name: string) => readFileSync(new URL(`../fixtures/query/${name}`, import.meta.url), 'utf8');
@@ -56,6 +56,14 @@ describe('time and order', () => {
   it('breaks ties at one nanosecond by the record id, its byte offset compared as a number', () => {
     const lines = [line(5n, 'a-10'), line(5n, 'a-9'), line(4n, 'b-0'), line(5n, 'A-100')];
     expect(lines.sort(compareLines).map((l) => l.id)).toEqual(['b-0', 'A-100', 'a-9', 'a-10']);
+  });
+});
+
+describe('natural order of record ids', () => {
+  it('compares digit runs as numbers, as VictoriaLogs sorts strings, so server pages and local sorts agree', () => {
+    const ids = ['p10-1', 'p9-10', 'p9-9', 'p9-09', 'q-0', 'P-5', 'p9x-1'];
+    expect([...ids].sort(compareNatural)).toEqual(['P-5', 'p9-9', 'p9-09', 'p9-10', 'p9x-1', 'p10-1', 'q-0']);
+    expect(compareNatural('a', 'a')).toBe(0);
   });
 });
 
