@@ -12,10 +12,10 @@ import { parseOptions, type LogsFlags } from './logs/options.ts';
 import { plan, type Plan } from './logs/resolve.ts';
 import { loadCredentials } from './logs/run.ts';
 
-export type { ClusterView } from './logs/cluster.ts';
+export type { ClusterView, JobState } from './logs/cluster.ts';
 export { completeOptions, parseDuration, parseJobRef, parseOptions, validateOptions, type LogsFlags, type LogsOptions } from './logs/options.ts';
 export { plan, sameEndpoint, type CredentialPlan, type Plan } from './logs/resolve.ts';
-export { buildQuery, explainText, formatLine, loadCredentials, makeClient, runLogs, selectLines } from './logs/run.ts';
+export { buildQuery, explainText, followLines, formatLine, loadCredentials, makeClient, runLogs, selectLines, type FollowClock } from './logs/run.ts';
 
 /** The resolution with its credentials read, as a run sees it. */
 export interface Resolution extends Omit<Plan, 'credentials'> {

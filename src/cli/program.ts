@@ -121,6 +121,9 @@ export function program(): Command {
     .option('--username <name>', 'basic auth user for the query API, with --password-file')
     .option('--password-file <file>', 'basic auth password')
     .option('--ca-file <file>', 'CA certificate (PEM) of the query API')
+    .option('-f, --follow', 'keep printing lines as they reach the log server, until the Job is done and its delivery is recorded')
+    .addOption(new Option('--follow-lag <duration>', 'with --follow: print lines once they are this old (default 5s)').hideHelp())
+    .addOption(new Option('--poll-interval <duration>', 'with --follow: how often to ask the log server (default 1s)').hideHelp())
     .option('--trust-endpoint <url>', 'send the credentials to this query endpoint although an annotation chose it')
     .addOption(new Option('--page-size <n>', 'lines per query page').hideHelp())
     .action(async (ref: string, flags: LogsFlags) => {

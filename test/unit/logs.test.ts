@@ -5,12 +5,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
-import { buildQuery, formatLine, parseDuration, parseJobRef, parseOptions, resolve, runLogs, selectLines, type ClusterView, type LogsFlags } from '../../src/cli/logs.ts';
+import { buildQuery, followLines, formatLine, parseDuration, parseJobRef, parseOptions, resolve, runLogs, selectLines, type ClusterView, type JobState, type LogsFlags } from '../../src/cli/logs.ts';
 import { defaultConfig, parseConfig } from '../../src/core/config.ts';
 import { renderLogsUrl } from '../../src/core/logs-url.ts';
 import { mutateJob } from '../../src/core/mutate.ts';
 import type { Job } from '../../src/core/kube.ts';
-import type { LogLine, LogQuery, QueryClient } from '../../src/query/types.ts';
+import { compareLines, type LogLine, type LogQuery, type QueryClient } from '../../src/query/types.ts';
 
 const flags = (f: Partial<LogsFlags> = {}): LogsFlags => ({ chartNamespace: 'jobharvest', ...f });
 const opts = (f: Partial<LogsFlags> = {}) => parseOptions('job/j', flags(f), {});
@@ -122,6 +122,73 @@ describe('jobharvest logs: --tail and --previous', () => {
     await expect(async () => {
       for await (const _ of selectLines(none, q, opts({ previous: true }))) void _;
     }).rejects.toThrow(/previous terminated container not found/);
+  });
+});
+
+describe('jobharvest logs --follow', () => {
+  /** A log server whose lines become visible at their arrival time, on a clock that moves only when the command sleeps. */
+  function world(total: number, opts: { deliveredAt: number; lateMs?: number }) {
+    let now = 1_000_000;
+    const start = now;
+    const all = Array.from({ length: total }, (_, i) => {
+      // Two pods writing every 100 ms; pod b's lines reach the server up to lateMs later than pod a's.
+      const written = start + i * 100;
+      const pod = i % 2 ? 'b' : 'a';
+      return { line: { ns: BigInt(written) * 1_000_000n, stream: 'stdout', message: `line ${i}`, pod, container: 'main', restart: 0, id: `${pod}-${i * 10}` } as LogLine, arrives: written + 300 + (pod === 'b' ? (opts.lateMs ?? 0) : 0) };
+    });
+    const queries: LogQuery[] = [];
+    const client: QueryClient = {
+      kind: 'fake',
+      async *lines(q: LogQuery) {
+        queries.push(q);
+        yield* all
+          .filter((x) => x.arrives <= now && (q.fromNs === undefined || x.line.ns >= q.fromNs) && (q.toNs === undefined || x.line.ns < q.toNs))
+          .map((x) => x.line)
+          .sort(compareLines);
+      },
+    };
+    const clock = { nowMs: () => now, sleep: async (ms: number) => void (now += ms) };
+    const jobState = async (): Promise<JobState> => (now >= start + opts.deliveredAt ? 'delivered' : now >= start + total * 100 ? 'finished' : 'running');
+    return { all, client, clock, jobState, queries, now: () => now - start };
+  }
+  const o = (f: Partial<LogsFlags> = {}) => opts({ follow: true, ...f });
+
+  it('prints every line once, in order, while they arrive, and ends once the Job\'s delivery is recorded', async () => {
+    const w = world(200, { deliveredAt: 22_000, lateMs: 2000 });
+    const got: string[] = [];
+    const at: number[] = [];
+    for await (const l of followLines(w.client, { namespace: 'n', job: 'j' }, o(), w.jobState, w.clock)) {
+      got.push(l.message);
+      at.push(w.now());
+    }
+    expect(got).toEqual(w.all.map((x) => x.line.message));
+    // Printed while the Job ran, not all at the end.
+    expect(at.filter((t) => t < 20_000).length).toBeGreaterThan(100);
+    expect(w.now()).toBeLessThan(22_000 + 10_000);
+  });
+
+  it('starts with the last N lines for --tail, then follows', async () => {
+    const w = world(100, { deliveredAt: 15_000 });
+    const got: string[] = [];
+    for await (const l of followLines(w.client, { namespace: 'n', job: 'j' }, o({ tail: '2' }), w.jobState, w.clock)) got.push(l.message);
+    expect(got).toEqual(w.all.map((x) => x.line.message));
+    const late = world(100, { deliveredAt: 15_000 });
+    for (let i = 0; i < 60; i++) await late.clock.sleep(100);
+    const tailFirst: string[] = [];
+    for await (const l of followLines(late.client, { namespace: 'n', job: 'j' }, o({ tail: '2' }), late.jobState, late.clock)) tailFirst.push(l.message);
+    // 6 s in, with the 5 s lag: lines 0-9 are settled, and the last two of them come first.
+    expect(tailFirst.slice(0, 2)).toEqual(['line 8', 'line 9']);
+    expect(tailFirst.slice(2)).toEqual(late.all.slice(10).map((x) => x.line.message));
+  });
+
+  it('prints what is there and ends at once when the Job is already delivered or gone, and refuses --previous', async () => {
+    const w = world(10, { deliveredAt: 0 });
+    for (let i = 0; i < 20; i++) await w.clock.sleep(100);
+    const got: string[] = [];
+    for await (const l of followLines(w.client, { namespace: 'n', job: 'j' }, o(), w.jobState, w.clock)) got.push(l.message);
+    expect(got).toHaveLength(10);
+    expect(w.queries).toHaveLength(1);
+    expect(() => o({ previous: true })).toThrow(/--follow cannot be given with --previous/);
   });
 });
 

@@ -1,5 +1,6 @@
 import { parse as parseYaml } from 'yaml';
 import { parseConfig, type Config } from '../../core/config.ts';
+import { DELIVERY_ANNOTATION } from '../../harvester/report.ts';
 import { ERROR_CODES, JobharvestError } from '../../core/errors.ts';
 import type { LogsOptions } from './options.ts';
 
@@ -14,6 +15,23 @@ export interface ClusterView {
   configNote: string;
   /** Reads a Secret of the Job's namespace with the user's kubeconfig; undefined when it cannot. */
   secret: (name: string) => Promise<Record<string, string> | undefined>;
+  /** Where the Job is now, for --follow; absent when there is no cluster to ask. */
+  jobState?: () => Promise<JobState>;
+}
+
+/**
+ * A Job as --follow sees it: `running`; `finished` (Complete or Failed) with
+ * no delivery record yet; `delivered`, the delivery report annotation written
+ * once its pods are done; `gone` (deleted, or replaced by another Job of the
+ * same name); `unknown` when it cannot be read.
+ */
+export type JobState = 'running' | 'finished' | 'delivered' | 'gone' | 'unknown';
+
+export function jobStateOf(job: { metadata?: { uid?: string; annotations?: Record<string, string> }; status?: { conditions?: Array<{ type: string; status: string }> } }, uid: string | undefined): JobState {
+  if (uid !== undefined && job.metadata?.uid !== uid) return 'gone';
+  if (job.metadata?.annotations?.[DELIVERY_ANNOTATION] !== undefined) return 'delivered';
+  const finished = job.status?.conditions?.some((c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True');
+  return finished ? 'finished' : 'running';
 }
 
 /**
@@ -52,6 +70,14 @@ export async function readCluster(o: Pick<LogsOptions, 'kubeconfig' | 'context' 
   ]);
   if (jobR.status === 'fulfilled') {
     const j = jobR.value;
+    const uid = j.metadata?.uid;
+    view.jobState = async () => {
+      try {
+        return jobStateOf(await batch.readNamespacedJob({ name: o.job, namespace: ns }), uid);
+      } catch (e) {
+        return (e as { code?: number }).code === 404 ? 'gone' : 'unknown';
+      }
+    };
     view.jobFound = 'exists';
     view.job = {
       annotations: j.metadata?.annotations ?? {},

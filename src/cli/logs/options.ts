@@ -29,6 +29,9 @@ export interface LogsFlags {
   caFile?: string;
   pageSize?: string;
   trustEndpoint?: string;
+  follow?: boolean;
+  followLag?: string;
+  pollInterval?: string;
 }
 
 /**
@@ -69,9 +72,17 @@ export interface LogsOptions {
   pageSize: number;
   /** A query endpoint chosen by an annotation that may receive the credentials anyway. */
   trustEndpoint: string | undefined;
+  /** -f: keep printing lines as they reach the log server until the Job is done. */
+  follow: boolean;
+  /** --follow: lines are printed once they are this old, so that lines of other pods delivered a little later still come in order. */
+  followLagMs: number;
+  /** --follow: how often the log server is asked for new lines. */
+  pollIntervalMs: number;
 }
 
 export const DEFAULT_PAGE_SIZE = 5000;
+export const DEFAULT_FOLLOW_LAG_MS = 5000;
+export const DEFAULT_POLL_INTERVAL_MS = 1000;
 
 function bad(msg: string): never {
   throw new JobharvestError(ERROR_CODES.BAD_INPUT, msg);
@@ -85,7 +96,7 @@ export function parseJobRef(ref: string): string {
 }
 
 /** kubectl's --since: a Go duration such as 90s, 15m, 2h or 1h30m. */
-export function parseDuration(s: string): number {
+export function parseDuration(s: string, flag = '--since'): number {
   const re = /(\d+(?:\.\d+)?)(ms|s|m|h)/g;
   let total = 0;
   let consumed = 0;
@@ -94,7 +105,7 @@ export function parseDuration(s: string): number {
     consumed += m[0].length;
     total += Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[m[2] as 'ms' | 's' | 'm' | 'h'];
   }
-  if (consumed !== s.length || s.length === 0) bad(`--since ${s}: expected a duration such as 30s, 5m or 2h`);
+  if (consumed !== s.length || s.length === 0) bad(`${flag} ${s}: expected a duration such as 30s, 5m or 2h`);
   return total;
 }
 
@@ -153,6 +164,9 @@ export function completeOptions(ref: string, flags: LogsFlags, env: NodeJS.Proce
     caFile: flags.caFile,
     pageSize: flags.pageSize !== undefined ? wholeNumber('--page-size', flags.pageSize, 1) : DEFAULT_PAGE_SIZE,
     trustEndpoint: flags.trustEndpoint !== undefined ? httpUrl('--trust-endpoint', flags.trustEndpoint) : undefined,
+    follow: flags.follow ?? false,
+    followLagMs: flags.followLag !== undefined ? parseDuration(flags.followLag, '--follow-lag') : DEFAULT_FOLLOW_LAG_MS,
+    pollIntervalMs: flags.pollInterval !== undefined ? parseDuration(flags.pollInterval, '--poll-interval') : DEFAULT_POLL_INTERVAL_MS,
   };
 }
 
@@ -163,6 +177,8 @@ export function validateOptions(o: LogsOptions): LogsOptions {
   if (o.tokenFile !== undefined && o.username !== undefined) bad('--token-file and --username cannot both be given');
   if (o.username !== undefined && o.passwordFile === undefined) bad('--username needs --password-file');
   if (o.passwordFile !== undefined && o.username === undefined) bad('--password-file needs --username');
+  if (o.follow && o.previous) bad('--follow cannot be given with --previous: that run has ended');
+  if (o.pollIntervalMs <= 0) bad('--poll-interval must be more than 0');
   return o;
 }
 

@@ -3,8 +3,8 @@ import { redactUrls } from '../../contract/redact.ts';
 import { ERROR_CODES, JobharvestError } from '../../core/errors.ts';
 import type { Credentials } from '../../query/http.ts';
 import type { QueryTarget } from '../../query/resolve.ts';
-import { formatTimeNs, type LogLine, type LogQuery, type QueryClient } from '../../query/types.ts';
-import { readCluster, type ClusterView } from './cluster.ts';
+import { compareLines, formatTimeNs, type LogLine, type LogQuery, type QueryClient } from '../../query/types.ts';
+import { readCluster, type ClusterView, type JobState } from './cluster.ts';
 import { parseOptions, type LogsFlags, type LogsOptions } from './options.ts';
 import { credentialLabel, plan, type CredentialPlan, type Plan } from './resolve.ts';
 
@@ -128,6 +128,59 @@ export async function* selectLines(client: QueryClient, q: LogQuery, o: Pick<Log
   yield* ring.length < tail ? ring : [...ring.slice(at), ...ring.slice(0, at)];
 }
 
+/** How --follow waits and tells the time; a test may run it on its own clock. */
+export interface FollowClock {
+  nowMs: () => number;
+  sleep: (ms: number) => Promise<void>;
+}
+
+const realClock: FollowClock = { nowMs: () => Date.now(), sleep: (ms) => new Promise((r) => setTimeout(r, ms)) };
+
+// With --follow, how long a finished Job may go without its delivery record
+// (the report is off, or cannot write) before the command ends anyway.
+const FINISHED_GRACE_MS = 30_000;
+
+/**
+ * --follow: the lines already there (as selectLines gives them, --tail
+ * included), then every poll the lines after the last one printed, up to
+ * `followLagMs` ago, so that lines of other pods still in flight are not
+ * overtaken. The last printed line (timestamp and record id) is the cursor.
+ * Once the Job is delivered or gone (or finished for long), one last read
+ * after the lag takes the rest, and the stream ends.
+ */
+export async function* followLines(client: QueryClient, q: LogQuery, o: Pick<LogsOptions, 'tail' | 'pageSize' | 'followLagMs' | 'pollIntervalMs' | 'previous'>, jobState: (() => Promise<JobState>) | undefined, clock: FollowClock = realClock, onNote: (note: string) => void = () => {}): AsyncIterable<LogLine> {
+  const upTo = () => BigInt(clock.nowMs() - o.followLagMs) * 1_000_000n;
+  let last: LogLine | undefined;
+  let state: JobState = jobState ? await jobState() : 'unknown';
+  if (state === 'unknown') onNote('the Job cannot be read, so when it ends is unknown: stop with Ctrl-C');
+  let finishedAt: number | undefined;
+  let end = state === 'delivered' || state === 'gone';
+  const first = end ? q : { ...q, toNs: upTo() };
+  for await (const l of selectLines(client, first, o)) {
+    yield l;
+    last = l;
+  }
+  while (!end) {
+    await clock.sleep(o.pollIntervalMs);
+    state = jobState ? await jobState() : 'unknown';
+    if (state === 'finished') finishedAt ??= clock.nowMs();
+    if (state === 'delivered' || state === 'gone' || (finishedAt !== undefined && clock.nowMs() - finishedAt >= FINISHED_GRACE_MS)) {
+      if (state === 'finished') onNote(`the Job finished ${FINISHED_GRACE_MS / 1000}s ago without a delivery record; reading what is there and stopping`);
+      // The last lines were acknowledged by the server before the record was written; give it the lag to show them.
+      await clock.sleep(o.followLagMs);
+      end = true;
+    }
+    const from = last ? last.ns : q.fromNs;
+    const poll: LogQuery = { ...q, ...(from !== undefined ? { fromNs: from } : {}), ...(end ? {} : { toNs: upTo() }) };
+    if (!end && poll.toNs !== undefined && from !== undefined && poll.toNs <= from) continue;
+    for await (const l of client.lines(poll, o.pageSize)) {
+      if (last && compareLines(l, last) <= 0) continue;
+      yield l;
+      last = l;
+    }
+  }
+}
+
 /** --explain's text. Pure: names where every setting and the credentials come from, never a credential. */
 export function explainText(p: Plan, q: LogQuery, warnings: string[]): string {
   const lines = [`job/${p.job} in namespace ${p.namespace}`, ...p.sources.map((s) => `  ${s}`)];
@@ -164,7 +217,8 @@ export async function runLogs(ref: string, flags: LogsFlags, out: NodeJS.Writabl
   const client = await makeClient(p.target, creds.creds, ca, q);
   const w = new Out(out);
   let n = 0;
-  for await (const l of selectLines(client, q, o)) {
+  const lines = o.follow ? followLines(client, q, o, view.jobState, realClock, (note) => err.write(`jobharvest logs: ${note}\n`)) : selectLines(client, q, o);
+  for await (const l of lines) {
     if (w.closed) break;
     await w.write(formatLine(l, p, o));
     n++;
