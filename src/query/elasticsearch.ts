@@ -31,7 +31,8 @@ export function searchBody(q: LogQuery, size: number, after: SortValue[] | undef
     query: { bool: { filter } },
     // The id breaks ties in one millisecond (a date field's resolution) so
     // that search_after never skips or repeats a hit.
-    sort: [{ [F.time]: { order: 'asc' } }, { [k(F.id)]: { order: 'asc' } }],
+    // unmapped_type: an index whose first documents are still on their way has no mapping to sort on yet.
+    sort: [{ [F.time]: { order: 'asc', unmapped_type: 'date' } }, { [k(F.id)]: { order: 'asc', unmapped_type: 'keyword' } }],
     _source: [F.time, F.message, F.namespace, F.job, F.pod, F.podUid, F.container, F.restart, F.node, F.stream, F.id, ...RECORD_FLAGS.map((x) => F[x])],
     track_total_hits: false,
     ...(after ? { search_after: after } : {}),
@@ -90,6 +91,9 @@ export class ElasticsearchClient implements QueryClient {
 
   lines(q: LogQuery, pageSize = 5000): AsyncIterable<LogLine> {
     const url = under(this.base, `/${encodeURIComponent(this.index)}/_search`);
+    // An index that does not exist yet (--follow from a Job's first second) holds no lines: not an error.
+    url.searchParams.set('ignore_unavailable', 'true');
+    url.searchParams.set('allow_no_indices', 'true');
     return pager<SortValue[]>(async (after, limit) => {
       const body = JSON.stringify(searchBody(q, limit, after, this.keywordSuffix));
       return { rows: parseHits(await httpText(url, this.http, 'POST', { type: 'application/json', text: body })) };

@@ -251,7 +251,7 @@ describe('Elasticsearch/OpenSearch _search', () => {
     const body = searchBody({ namespace: 'n', job: 'j', containers: ['main'], fromNs: 1764574800000000123n }, 500, [1, 'a-1']);
     expect(body).toMatchObject({
       size: 500,
-      sort: [{ '@timestamp': { order: 'asc' } }, { 'id.keyword': { order: 'asc' } }],
+      sort: [{ '@timestamp': { order: 'asc', unmapped_type: 'date' } }, { 'id.keyword': { order: 'asc', unmapped_type: 'keyword' } }],
       search_after: [1, 'a-1'],
       query: { bool: { filter: [{ term: { 'k8s.namespace.name.keyword': 'n' } }, { term: { 'k8s.job.name.keyword': 'j' } }, { terms: { 'k8s.container.name.keyword': ['main'] } }, { range: { '@timestamp': { gte: '2025-12-01T07:40:00.000000123Z' } } }] } },
     });
@@ -266,7 +266,7 @@ describe('Elasticsearch/OpenSearch _search', () => {
     const key = (d: (typeof docs)[number]): [number, string] => [Math.floor(Number(parseTimeNs(d['@timestamp'])! / 1_000_000n)), d.id];
     const sorted = [...docs].sort((a, b) => key(a)[0] - key(b)[0] || (key(a)[1] < key(b)[1] ? -1 : 1));
     const { url, seen } = await serve((req, raw) => {
-      expect(req.url).toBe('/logs-jobs/_search');
+      expect(req.url).toBe('/logs-jobs/_search?ignore_unavailable=true&allow_no_indices=true');
       const body = JSON.parse(raw) as { size: number; search_after?: [number, string] };
       const after = body.search_after;
       const rest = sorted.filter((d) => !after || key(d)[0] > after[0] || (key(d)[0] === after[0] && key(d)[1] > after[1]));
