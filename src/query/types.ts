@@ -46,9 +46,39 @@ export interface LogQuery {
 export interface QueryClient {
   readonly kind: string;
   lines(q: LogQuery, pageSize?: number): AsyncIterable<LogLine>;
+  /**
+   * The server's live tail, where it has one: lines from `fromNs` on as they
+   * arrive, each once it is `lagMs` old, until `signal` aborts.
+   */
+  tail?(q: LogQuery, o: TailOptions): AsyncIterable<LogLine>;
 }
 
-export class QueryError extends Error {}
+export interface TailOptions {
+  fromNs: bigint;
+  lagMs: number;
+  refreshMs: number;
+  nowMs: number;
+  signal: AbortSignal;
+}
+
+export class QueryError extends Error {
+  constructor(
+    message: string,
+    /** The HTTP status the server answered with, when it answered. */
+    readonly status?: number,
+    /** The server could not be reached or did not answer in time. */
+    readonly network = false,
+  ) {
+    super(message);
+  }
+}
+
+/** An error worth another try a moment later: unreachable, 429, or a 5xx but 501 (a shard still starting, say). */
+export function transient(e: unknown): boolean {
+  if (!(e instanceof QueryError)) return false;
+  if (e.network) return true;
+  return e.status === 429 || (e.status !== undefined && e.status >= 500 && e.status !== 501);
+}
 
 /** RFC 3339 with up to nine fraction digits → ns. */
 export function parseTimeNs(text: string): bigint | undefined {

@@ -1,7 +1,7 @@
 import { DOCUMENT_FIELDS, LOKI_FIELDS, OTLP_ATTRIBUTES, RECORD_FLAGS, type RecordField } from '../contract/record.ts';
-import { httpText, under, type HttpOptions } from './http.ts';
+import { httpLines, httpText, under, type HttpOptions } from './http.ts';
 import { pager } from './pager.ts';
-import { formatTimeNs, parseTimeNs, QueryError, readFlags, type LogLine, type LogQuery, type QueryClient } from './types.ts';
+import { formatTimeNs, parseTimeNs, QueryError, readFlags, type LogLine, type LogQuery, type QueryClient, type TailOptions } from './types.ts';
 
 /** Where each sink's metadata lands in VictoriaLogs: the names the sidecar's encoders write (src/contract/record.ts). */
 export type FieldMap = Record<RecordField, string>;
@@ -75,7 +75,7 @@ export class VictoriaLogsClient implements QueryClient {
     const f = this.fields;
     const filter = logsqlFilter(q, f);
     const url = under(this.base, '/select/logsql/query');
-    const fields = `| fields _time, _msg, ${[f.namespace, f.job, f.pod, f.podUid, f.container, f.restart, f.node, f.stream, f.id, ...RECORD_FLAGS.map((x) => f[x])].map(field).join(', ')}`;
+    const fields = `| fields _time, _msg, ${this.fieldList()}`;
     return pager<VlCursor>(async (after, limit) => {
       // Resuming: the row the cursor names comes first again, as a check.
       const skip = after ? after.k - 1 : 0;
@@ -85,17 +85,7 @@ export class VictoriaLogsClient implements QueryClient {
       if (q.toNs !== undefined) params.set('end', formatTimeNs(q.toNs - 1n));
       const text = await httpText(url, this.http, 'POST', { type: 'application/x-www-form-urlencoded', text: params.toString() });
       const got: LogLine[] = [];
-      for (const raw of text.split('\n')) {
-        if (!raw) continue;
-        const r = JSON.parse(raw) as Record<string, string | undefined>;
-        const ns = parseTimeNs(r._time ?? '');
-        if (ns === undefined) throw new QueryError(`VictoriaLogs returned a row without a usable _time: ${raw.slice(0, 200)}`);
-        const line: LogLine = { ns, stream: r[f.stream] ?? '', message: r._msg ?? '', pod: r[f.pod] ?? '', container: r[f.container] ?? '', restart: Number(r[f.restart] ?? 0), id: r[f.id] ?? '' };
-        for (const k of ['namespace', 'job', 'podUid', 'node'] as const) if (r[f[k]]) line[k] = r[f[k]];
-        const flags = readFlags((x) => r[f[x]], RECORD_FLAGS);
-        if (flags) line.flags = flags;
-        got.push(line);
-      }
+      for (const raw of text.split('\n')) if (raw) got.push(this.row(raw));
       const more = got.length >= limit;
       let prev = after;
       if (after) {
@@ -109,5 +99,38 @@ export class VictoriaLogsClient implements QueryClient {
       });
       return { rows, more };
     }, pageSize, { ties: 'exact', cursor: 'complete' });
+  }
+
+  private fieldList(): string {
+    const f = this.fields;
+    return [f.namespace, f.job, f.pod, f.podUid, f.container, f.restart, f.node, f.stream, f.id, ...RECORD_FLAGS.map((x) => f[x])].map(field).join(', ');
+  }
+
+  private row(raw: string): LogLine {
+    const f = this.fields;
+    const r = JSON.parse(raw) as Record<string, string | undefined>;
+    const ns = parseTimeNs(r._time ?? '');
+    if (ns === undefined) throw new QueryError(`VictoriaLogs returned a row without a usable _time: ${raw.slice(0, 200)}`);
+    const line: LogLine = { ns, stream: r[f.stream] ?? '', message: r._msg ?? '', pod: r[f.pod] ?? '', container: r[f.container] ?? '', restart: Number(r[f.restart] ?? 0), id: r[f.id] ?? '' };
+    for (const k of ['namespace', 'job', 'podUid', 'node'] as const) if (r[f[k]]) line[k] = r[f[k]];
+    const flags = readFlags((x) => r[f[x]], RECORD_FLAGS);
+    if (flags) line.flags = flags;
+    return line;
+  }
+
+  /**
+   * `/select/logsql/tail`: VictoriaLogs runs the query every `refresh_interval`
+   * over the window up to `offset` ago and sends the rows not sent yet, per
+   * log stream (`_stream_id` is kept for that). `start_offset` reaches back to
+   * `fromNs`, so the tail carries on where a read left off.
+   */
+  async *tail(q: LogQuery, o: TailOptions): AsyncIterable<LogLine> {
+    const params = new URLSearchParams({
+      query: `${logsqlFilter(q, this.fields)} | fields _time, _stream_id, _msg, ${this.fieldList()}`,
+      start_offset: `${Math.max(1, Math.ceil(o.nowMs - o.lagMs - Number(o.fromNs / 1_000_000n)))}ms`,
+      offset: `${o.lagMs}ms`,
+      refresh_interval: `${o.refreshMs}ms`,
+    });
+    for await (const raw of httpLines(under(this.base, '/select/logsql/tail'), this.http, o.signal, 'POST', { type: 'application/x-www-form-urlencoded', text: params.toString() })) yield this.row(raw);
   }
 }

@@ -3,7 +3,8 @@
  * through the real sidecar into a real VictoriaLogs (loki sink) and a real
  * OpenSearch (elasticsearch sink), and the follow loop, with the query client
  * the command uses, prints every line once, in order, while they arrive, and
- * ends by itself once the pod's delivery is done. There is no cluster here:
+ * ends by itself once the pod's delivery is done: VictoriaLogs through its live
+ * tail (/select/logsql/tail), OpenSearch by polling after the cursor. There is no cluster here:
  * the Job's state is the sidecar's own (running, then exited after its last
  * acknowledgement, as the delivery report records it); test/unit/logs.test.ts
  * covers the states one by one.
@@ -64,8 +65,14 @@ describe('jobharvest logs --follow on the real servers', () => {
     await os?.dispose();
   });
 
-  it('VictoriaLogs: a pod writing for 20 s, every line once, in order, and the follow ends by itself', async () => {
+  it('VictoriaLogs: a pod writing for 20 s, every line once, in order, through its live tail, and the follow ends by itself', async () => {
+    const tails = async () => {
+      const m = /^vl_http_requests_total\{path="\/select\/logsql\/tail"\} (\d+)$/m.exec(await (await fetch(`${vl.url}/metrics`)).text());
+      return Number(m?.[1] ?? 0);
+    };
+    const before = await tails();
     await followPod('follow-vl', 'loki', vl.endpoints.loki, new VictoriaLogsClient(vl.url, FIELD_MAPS.loki));
+    expect(await tails(), 'requests to /select/logsql/tail').toBe(before + 1);
   }, 120_000);
 
   it.skipIf(!openSearchBuildable())('OpenSearch: the same through the elasticsearch sink, polled with search_after', async () => {

@@ -10,7 +10,7 @@ import { defaultConfig, parseConfig } from '../../src/core/config.ts';
 import { renderLogsUrl } from '../../src/core/logs-url.ts';
 import { mutateJob } from '../../src/core/mutate.ts';
 import type { Job } from '../../src/core/kube.ts';
-import { compareLines, type LogLine, type LogQuery, type QueryClient } from '../../src/query/types.ts';
+import { compareLines, QueryError, type LogLine, type LogQuery, type QueryClient } from '../../src/query/types.ts';
 
 const flags = (f: Partial<LogsFlags> = {}): LogsFlags => ({ chartNamespace: 'jobharvest', ...f });
 const opts = (f: Partial<LogsFlags> = {}) => parseOptions('job/j', flags(f), {});
@@ -165,6 +165,28 @@ describe('jobharvest logs --follow', () => {
     // Printed while the Job ran, not all at the end.
     expect(at.filter((t) => t < 20_000).length).toBeGreaterThan(100);
     expect(w.now()).toBeLessThan(22_000 + 10_000);
+  });
+
+  it('goes on past a server that answers 503 for a while (an index still being created), and stops on other errors', async () => {
+    const w = world(50, { deliveredAt: 12_000 });
+    let calls = 0;
+    const flaky: QueryClient = {
+      kind: 'flaky',
+      lines(q: LogQuery) {
+        calls++;
+        if (calls <= 3) throw new QueryError('POST /x/_search: HTTP 503: all shards failed', 503);
+        return w.client.lines(q);
+      },
+    };
+    const notes: string[] = [];
+    const got: string[] = [];
+    for await (const l of followLines(flaky, { namespace: 'n', job: 'j' }, o(), w.jobState, w.clock, (n) => notes.push(n))) got.push(l.message);
+    expect(got).toEqual(w.all.map((x) => x.line.message));
+    expect(notes).toHaveLength(3);
+    const broken: QueryClient = { kind: 'broken', lines: () => { throw new QueryError('HTTP 400: bad query', 400); } };
+    await expect(async () => {
+      for await (const _ of followLines(broken, { namespace: 'n', job: 'j' }, o(), w.jobState, w.clock)) void _;
+    }).rejects.toThrow(/HTTP 400/);
   });
 
   it('starts with the last N lines for --tail, then follows', async () => {

@@ -3,7 +3,7 @@ import { redactUrls } from '../../contract/redact.ts';
 import { ERROR_CODES, JobharvestError } from '../../core/errors.ts';
 import type { Credentials } from '../../query/http.ts';
 import type { QueryTarget } from '../../query/resolve.ts';
-import { compareLines, formatTimeNs, type LogLine, type LogQuery, type QueryClient } from '../../query/types.ts';
+import { compareLines, formatTimeNs, transient, type LogLine, type LogQuery, type QueryClient } from '../../query/types.ts';
 import { readCluster, type ClusterView, type JobState } from './cluster.ts';
 import { parseOptions, type LogsFlags, type LogsOptions } from './options.ts';
 import { credentialLabel, plan, type CredentialPlan, type Plan } from './resolve.ts';
@@ -156,16 +156,72 @@ export async function* followLines(client: QueryClient, q: LogQuery, o: Pick<Log
   let finishedAt: number | undefined;
   let end = state === 'delivered' || state === 'gone';
   const first = end ? q : { ...q, toNs: upTo() };
-  for await (const l of selectLines(client, first, o)) {
-    yield l;
-    last = l;
+  try {
+    for await (const l of selectLines(client, first, o)) {
+      yield l;
+      last = l;
+    }
+  } catch (e) {
+    // A server still starting (an index being created) answers 503 for a moment: the polls go on from the cursor.
+    if (end || !transient(e)) throw e;
+    onNote(`${(e as Error).message}; trying again`);
   }
-  while (!end) {
-    await clock.sleep(o.pollIntervalMs);
+  const isDone = async (): Promise<boolean> => {
     state = jobState ? await jobState() : 'unknown';
     if (state === 'finished') finishedAt ??= clock.nowMs();
     if (state === 'delivered' || state === 'gone' || (finishedAt !== undefined && clock.nowMs() - finishedAt >= FINISHED_GRACE_MS)) {
       if (state === 'finished') onNote(`the Job finished ${FINISHED_GRACE_MS / 1000}s ago without a delivery record; reading what is there and stopping`);
+      return true;
+    }
+    return false;
+  };
+  const newer = (l: LogLine) => !last || compareLines(l, last) > 0;
+
+  // The server's live tail where it has one; polling after the cursor otherwise, or if the tail fails.
+  if (!end && client.tail) {
+    const ac = new AbortController();
+    const it = client.tail(q, { fromNs: last?.ns ?? q.fromNs ?? BigInt(clock.nowMs() - 3_600_000) * 1_000_000n, lagMs: o.followLagMs, refreshMs: o.pollIntervalMs, nowMs: clock.nowMs(), signal: ac.signal })[Symbol.asyncIterator]();
+    type Pulled = { kind: 'line'; line: LogLine } | { kind: 'end' } | { kind: 'error'; error: unknown } | { kind: 'tick' };
+    const ticker = (): Promise<Pulled> => clock.sleep(o.pollIntervalMs).then(() => ({ kind: 'tick' }));
+    const pull = (): Promise<Pulled> =>
+      it.next().then(
+        (r): Pulled => (r.done ? { kind: 'end' } : { kind: 'line', line: r.value }),
+        (e: unknown): Pulled => (ac.signal.aborted ? { kind: 'end' } : { kind: 'error', error: e }),
+      );
+    let tick = ticker();
+    let next = pull();
+    try {
+      for (;;) {
+        const r = await Promise.race([tick, next]);
+        if (r.kind === 'tick') {
+          if (await isDone()) {
+            end = true;
+            break;
+          }
+          tick = ticker();
+          continue;
+        }
+        if (r.kind === 'error') {
+          onNote(`the live tail failed (${(r.error as Error).message}); polling instead`);
+          break;
+        }
+        if (r.kind === 'end') break;
+        next = pull();
+        if (newer(r.line)) {
+          yield r.line;
+          last = r.line;
+        }
+      }
+    } finally {
+      // Also when the reader stops early (a closed pipe): the tail request must not keep the process alive.
+      ac.abort();
+    }
+    if (end) await clock.sleep(o.followLagMs);
+  }
+
+  while (!end) {
+    await clock.sleep(o.pollIntervalMs);
+    if (await isDone()) {
       // The last lines were acknowledged by the server before the record was written; give it the lag to show them.
       await clock.sleep(o.followLagMs);
       end = true;
@@ -173,8 +229,22 @@ export async function* followLines(client: QueryClient, q: LogQuery, o: Pick<Log
     const from = last ? last.ns : q.fromNs;
     const poll: LogQuery = { ...q, ...(from !== undefined ? { fromNs: from } : {}), ...(end ? {} : { toNs: upTo() }) };
     if (!end && poll.toNs !== undefined && from !== undefined && poll.toNs <= from) continue;
-    for await (const l of client.lines(poll, o.pageSize)) {
-      if (last && compareLines(l, last) <= 0) continue;
+    try {
+      for await (const l of client.lines(poll, o.pageSize)) {
+        if (!newer(l)) continue;
+        yield l;
+        last = l;
+      }
+    } catch (e) {
+      if (end || !transient(e)) throw e;
+      onNote(`${(e as Error).message}; trying again`);
+    }
+  }
+  // Once the Job is done: what arrived after the tail stopped.
+  if (end && client.tail) {
+    const from = last ? last.ns : q.fromNs;
+    for await (const l of client.lines({ ...q, ...(from !== undefined ? { fromNs: from } : {}) }, o.pageSize)) {
+      if (!newer(l)) continue;
       yield l;
       last = l;
     }
