@@ -144,16 +144,15 @@ export function plan(o: LogsOptions, view: ClusterView): Plan {
   // Credentials: the user's own, else the Secret the chart names for querying,
   // else the sink's. A Secret a Job names is never read: the Job's author
   // chose it, and it would be read with the user's kubeconfig.
+  const jobNamed = authFrom.from.startsWith('Job ') || authFrom.from.startsWith('pod template ');
   let credentials: CredentialPlan = { kind: 'none', why: 'none configured' };
   if (o.tokenFile) credentials = { kind: 'token-file', path: o.tokenFile };
   else if (o.envToken) credentials = { kind: 'env' };
   else if (o.username !== undefined && o.passwordFile) credentials = { kind: 'basic', username: o.username, passwordFile: o.passwordFile };
   else if (config.query.authSecret && view.config) credentials = { kind: 'secret', name: config.query.authSecret, namespace: view.namespace, from: 'chart configuration query.authSecret' };
-  else if (settings.authSecret) {
-    if (authFrom.from.startsWith('Job ') || authFrom.from.startsWith('pod template ')) {
-      warnings.push(`Secret ${settings.authSecret} named by the ${authFrom.from} is not read: a Job's annotations are its author's, and the Secret would be read with your kubeconfig`);
-    } else credentials = { kind: 'secret', name: settings.authSecret, namespace: view.namespace, from: short(authFrom) };
-  }
+  else if (settings.authSecret && !jobNamed) credentials = { kind: 'secret', name: settings.authSecret, namespace: view.namespace, from: short(authFrom) };
+  // Said whether or not another source came first: it is where a setting came from.
+  if (settings.authSecret && jobNamed) warnings.push(`Secret ${settings.authSecret} named by the ${authFrom.from} is not read: a Job's annotations are its author's, and the Secret would be read with your kubeconfig`);
   if (endpoint && !endpoint.trusted && typeof target !== 'string') {
     const held = credentials.kind === 'none' ? '' : ` (${credentialLabel(credentials)} held back)`;
     const url = redactUrls(target.endpoint);
