@@ -295,6 +295,7 @@ describe('jobharvest logs: credentials go only where the operator said', () => {
     expect(r.credentials.creds).toBeUndefined();
     expect(asked).toEqual([]);
     expect(r.sources).toContain('query endpoint: http://tenant.team-a:9428 (Job annotation jobharvest.io/query-endpoint)');
+    expect(r.sources).toContain('query type: victorialogs (Job annotation jobharvest.io/query-type)');
     expect(r.warnings.join('\n')).toMatch(/Job annotation jobharvest.io\/query-endpoint chose the query endpoint http:\/\/tenant.team-a:9428: no credentials are sent there \(JOBHARVEST_QUERY_TOKEN held back\); --trust-endpoint http:\/\/tenant.team-a:9428 sends them/);
   });
 

@@ -100,10 +100,13 @@ export function plan(o: LogsOptions, view: ClusterView): Plan {
     view.job?.annotations[a] !== undefined ? { from: `Job annotation ${a}`, operator: false } : view.namespaceAnnotations?.[a] !== undefined ? { from: `namespace annotation ${a}`, operator: false } : undefined;
   const annotatedValue = (a: string) => view.job?.annotations[a] ?? view.namespaceAnnotations?.[a];
   let qType: QueryType | undefined = o.queryType ?? (annotatedValue(ANNOTATIONS.queryType) as QueryType | undefined) ?? config.query.type;
+  let qTypeFrom = o.queryType ? '--query-type' : annotated(ANNOTATIONS.queryType)?.from ?? 'chart configuration query.type';
   if (qType !== undefined && !(QUERY_TYPES as readonly string[]).includes(qType)) {
     warnings.push(`query type ${JSON.stringify(qType)} ignored: expected ${QUERY_TYPES.join(', ')}`);
     qType = config.query.type;
+    qTypeFrom = 'chart configuration query.type';
   }
+  if (qType !== undefined) sources.push(`query type: ${qType} (${qTypeFrom})`);
   let qEndpoint: string | undefined;
   let qFrom: Origin | undefined;
   if (o.queryEndpoint) [qEndpoint, qFrom] = [o.queryEndpoint, { from: '--query-endpoint', operator: true }];
