@@ -1,7 +1,9 @@
 import fc from 'fast-check';
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ElasticsearchClient, parseHits, searchBody } from '../../src/query/elasticsearch.ts';
 import { LokiClient, logqlSelector, parseQueryRange } from '../../src/query/loki.ts';
@@ -229,6 +231,52 @@ describe('Loki query_range', () => {
     expect(first.get('end')).toBe('1764574900000000001');
     // Within Loki's default max_query_length of 721h.
     expect(first.get('start')).toBe(String(1764574900000000001n - 720n * 3600n * 1_000_000_000n));
+  });
+});
+
+describe('Loki tail', () => {
+  /** A websocket endpoint that answers the handshake and sends `messages` as text frames, as Loki's /loki/api/v1/tail does. */
+  async function tailServer(messages: (req: IncomingMessage) => string[]): Promise<{ url: string; seen: IncomingMessage[] }> {
+    const seen: IncomingMessage[] = [];
+    const server = createServer();
+    server.on('upgrade', (req: IncomingMessage, socket: Duplex) => {
+      seen.push(req);
+      const accept = createHash('sha1').update(`${req.headers['sec-websocket-key']}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
+      socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`);
+      setTimeout(() => {
+        for (const m of messages(req)) {
+          const payload = Buffer.from(m, 'utf8');
+          const head = payload.length < 126 ? Buffer.from([0x81, payload.length]) : Buffer.from([0x81, 126, payload.length >> 8, payload.length & 255]);
+          socket.write(Buffer.concat([head, payload]));
+        }
+      }, 20);
+      // A close frame from the client ends the connection.
+      socket.on('data', (d: Buffer) => void ((d[0]! & 0x0f) === 8 && socket.end()));
+      socket.on('error', () => undefined);
+    });
+    servers.push(server);
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, seen };
+  }
+
+  it('reads the entries of each message in order, with the labels and structured metadata, tenant and credentials sent', async () => {
+    const msg = (entries: Array<[number, string, string]>) =>
+      JSON.stringify({ streams: [{ stream: { namespace: 'n', job: 'j', pod: 'p', container: 'main', stream: 'stdout' }, values: entries.map(([t, l, id]) => [String(t), l, { structuredMetadata: { restart_count: '0', id, node: 'node-a' } }]) }], dropped_entries: null });
+    const { url, seen } = await tailServer(() => [msg([[2, 'second', 'a-10'], [1, 'first', 'a-0']]), msg([[3, 'third', 'a-20']])]);
+    const client = new LokiClient(url, { credentials: { token: 't0ken' } }, 'team-a');
+    const ac = new AbortController();
+    const got: LogLine[] = [];
+    for await (const l of client.tail!({ namespace: 'n', job: 'j' }, { fromNs: 1n, lagMs: 5000, refreshMs: 1000, nowMs: 0, signal: ac.signal })) {
+      got.push(l);
+      if (got.length === 3) ac.abort();
+    }
+    expect(got.map((l) => [l.ns, l.message, l.id, l.node])).toEqual([[1n, 'first', 'a-0', 'node-a'], [2n, 'second', 'a-10', 'node-a'], [3n, 'third', 'a-20', 'node-a']]);
+    const u = new URL(seen[0]!.url!, 'http://x');
+    expect(u.pathname).toBe('/loki/api/v1/tail');
+    expect(u.searchParams.get('query')).toBe('{namespace="n", job="j"}');
+    expect([u.searchParams.get('start'), u.searchParams.get('delay_for')]).toEqual(['1', '5']);
+    expect(seen[0]!.headers.authorization).toBe('Bearer t0ken');
+    expect(seen[0]!.headers['x-scope-orgid']).toBe('team-a');
   });
 });
 
