@@ -182,11 +182,37 @@ describe('jobharvest logs --follow', () => {
     const got: string[] = [];
     for await (const l of followLines(flaky, { namespace: 'n', job: 'j' }, o(), w.jobState, w.clock, (n) => notes.push(n))) got.push(l.message);
     expect(got).toEqual(w.all.map((x) => x.line.message));
-    expect(notes).toHaveLength(3);
+    // A few seconds of 503s pass quietly; one that lasts gets a note.
+    expect(notes).toEqual([]);
+    const down = world(50, { deliveredAt: 25_000 });
+    let downCalls = 0;
+    const long: QueryClient = {
+      kind: 'down',
+      lines(q: LogQuery) {
+        if (++downCalls <= 20) throw new QueryError('POST /x/_search: HTTP 503: all shards failed', 503);
+        return down.client.lines(q);
+      },
+    };
+    const longNotes: string[] = [];
+    const all: string[] = [];
+    for await (const l of followLines(long, { namespace: 'n', job: 'j' }, o(), down.jobState, down.clock, (n) => longNotes.push(n))) all.push(l.message);
+    expect(all).toEqual(down.all.map((x) => x.line.message));
+    // About 20 s down: a note every 10 s of it, and nothing else.
+    expect(longNotes.length).toBeGreaterThan(0);
+    expect(new Set(longNotes)).toEqual(new Set(['POST /x/_search: HTTP 503: all shards failed; trying again']));
     const broken: QueryClient = { kind: 'broken', lines: () => { throw new QueryError('HTTP 400: bad query', 400); } };
     await expect(async () => {
       for await (const _ of followLines(broken, { namespace: 'n', job: 'j' }, o(), w.jobState, w.clock)) void _;
     }).rejects.toThrow(/HTTP 400/);
+  });
+
+  it('prints, once, a line that became visible later than the lag (a busy server), instead of losing it', async () => {
+    // Pod b's lines reach the server 8 s after they were written: more than the 5 s lag, less than twice it.
+    const w = world(100, { deliveredAt: 20_000, lateMs: 8000 });
+    const got: string[] = [];
+    for await (const l of followLines(w.client, { namespace: 'n', job: 'j' }, o(), w.jobState, w.clock)) got.push(l.message);
+    expect([...got].sort()).toEqual(w.all.map((x) => x.line.message).sort());
+    expect(new Set(got).size).toBe(got.length);
   });
 
   it('starts with the last N lines for --tail, then follows', async () => {

@@ -140,32 +140,66 @@ const realClock: FollowClock = { nowMs: () => Date.now(), sleep: (ms) => new Pro
 // (the report is off, or cannot write) before the command ends anyway.
 const FINISHED_GRACE_MS = 30_000;
 
+// A server error that lasts this long is worth a note; shorter ones (an index being created) pass quietly.
+const TRANSIENT_NOTE_MS = 10_000;
+
 /**
  * --follow: the lines already there (as selectLines gives them, --tail
- * included), then every poll the lines after the last one printed, up to
+ * included), then the lines after the last one printed as they arrive: through
+ * the server's live tail where the client has one, else by polling up to
  * `followLagMs` ago, so that lines of other pods still in flight are not
- * overtaken. The last printed line (timestamp and record id) is the cursor.
- * Once the Job is delivered or gone (or finished for long), one last read
- * after the lag takes the rest, and the stream ends.
+ * overtaken. The cursor is the last printed line (timestamp and record id).
+ * Every read reaches back one lag before it, and the lines printed in that
+ * window are remembered by record id: a line that became visible late (a busy
+ * server) is still printed, once, where it would otherwise be lost. Once the
+ * Job is delivered or gone (or finished for long), one last read after the lag
+ * takes the rest, and the stream ends.
  */
 export async function* followLines(client: QueryClient, q: LogQuery, o: Pick<LogsOptions, 'tail' | 'pageSize' | 'followLagMs' | 'pollIntervalMs' | 'previous'>, jobState: (() => Promise<JobState>) | undefined, clock: FollowClock = realClock, onNote: (note: string) => void = () => {}): AsyncIterable<LogLine> {
+  const lagNs = BigInt(o.followLagMs) * 1_000_000n;
   const upTo = () => BigInt(clock.nowMs() - o.followLagMs) * 1_000_000n;
   let last: LogLine | undefined;
+  // Record ids printed within one lag of the last line: memory bounded by the lag, not the Job.
+  const printed = new Map<string, bigint>();
+  const keyOf = (l: LogLine) => `${l.ns}\0${l.id}`;
+  // With --tail, the lines before the first read's last one were left out on purpose.
+  let floor: LogLine | undefined;
+  const take = (l: LogLine): boolean => {
+    const k = keyOf(l);
+    if (printed.has(k) || (floor && compareLines(l, floor) <= 0)) return false;
+    if (last && l.ns < last.ns - lagNs) return false;
+    printed.set(k, l.ns);
+    if (!last || compareLines(l, last) > 0) last = l;
+    if (printed.size > 4096 && printed.size % 1024 === 0) for (const [key, ns] of printed) if (ns < last.ns - lagNs) printed.delete(key);
+    return true;
+  };
+  const since = (): LogQuery => {
+    const from = last ? last.ns - lagNs : q.fromNs;
+    return { ...q, ...(from !== undefined ? { fromNs: q.fromNs !== undefined && q.fromNs > from ? q.fromNs : from } : {}) };
+  };
+  let failingSince: number | undefined;
+  const failed = (e: unknown, end: boolean) => {
+    // A server still starting (an index being created) answers 503 for a moment: the reads go on.
+    if (end || !transient(e)) throw e;
+    failingSince ??= clock.nowMs();
+    if (clock.nowMs() - failingSince >= TRANSIENT_NOTE_MS) {
+      onNote(`${(e as Error).message}; trying again`);
+      failingSince = clock.nowMs();
+    }
+  };
+
   let state: JobState = jobState ? await jobState() : 'unknown';
   if (state === 'unknown') onNote('the Job cannot be read, so when it ends is unknown: stop with Ctrl-C');
   let finishedAt: number | undefined;
   let end = state === 'delivered' || state === 'gone';
   const first = end ? q : { ...q, toNs: upTo() };
   try {
-    for await (const l of selectLines(client, first, o)) {
-      yield l;
-      last = l;
-    }
+    for await (const l of selectLines(client, first, o)) if (take(l)) yield l;
+    failingSince = undefined;
   } catch (e) {
-    // A server still starting (an index being created) answers 503 for a moment: the polls go on from the cursor.
-    if (end || !transient(e)) throw e;
-    onNote(`${(e as Error).message}; trying again`);
+    failed(e, end);
   }
+  if (o.tail >= 0) floor = last;
   const isDone = async (): Promise<boolean> => {
     state = jobState ? await jobState() : 'unknown';
     if (state === 'finished') finishedAt ??= clock.nowMs();
@@ -175,12 +209,11 @@ export async function* followLines(client: QueryClient, q: LogQuery, o: Pick<Log
     }
     return false;
   };
-  const newer = (l: LogLine) => !last || compareLines(l, last) > 0;
 
   // The server's live tail where it has one; polling after the cursor otherwise, or if the tail fails.
   if (!end && client.tail) {
     const ac = new AbortController();
-    const it = client.tail(q, { fromNs: last?.ns ?? q.fromNs ?? BigInt(clock.nowMs() - 3_600_000) * 1_000_000n, lagMs: o.followLagMs, refreshMs: o.pollIntervalMs, nowMs: clock.nowMs(), signal: ac.signal })[Symbol.asyncIterator]();
+    const it = client.tail(q, { fromNs: since().fromNs ?? BigInt(clock.nowMs() - 3_600_000) * 1_000_000n, lagMs: o.followLagMs, refreshMs: o.pollIntervalMs, nowMs: clock.nowMs(), signal: ac.signal })[Symbol.asyncIterator]();
     type Pulled = { kind: 'line'; line: LogLine } | { kind: 'end' } | { kind: 'error'; error: unknown } | { kind: 'tick' };
     const ticker = (): Promise<Pulled> => clock.sleep(o.pollIntervalMs).then(() => ({ kind: 'tick' }));
     const pull = (): Promise<Pulled> =>
@@ -207,10 +240,7 @@ export async function* followLines(client: QueryClient, q: LogQuery, o: Pick<Log
         }
         if (r.kind === 'end') break;
         next = pull();
-        if (newer(r.line)) {
-          yield r.line;
-          last = r.line;
-        }
+        if (take(r.line)) yield r.line;
       }
     } finally {
       // Also when the reader stops early (a closed pipe): the tail request must not keep the process alive.
@@ -226,28 +256,18 @@ export async function* followLines(client: QueryClient, q: LogQuery, o: Pick<Log
       await clock.sleep(o.followLagMs);
       end = true;
     }
-    const from = last ? last.ns : q.fromNs;
-    const poll: LogQuery = { ...q, ...(from !== undefined ? { fromNs: from } : {}), ...(end ? {} : { toNs: upTo() }) };
-    if (!end && poll.toNs !== undefined && from !== undefined && poll.toNs <= from) continue;
+    const poll: LogQuery = { ...since(), ...(end ? {} : { toNs: upTo() }) };
+    if (!end && poll.fromNs !== undefined && poll.toNs !== undefined && poll.toNs <= poll.fromNs) continue;
     try {
-      for await (const l of client.lines(poll, o.pageSize)) {
-        if (!newer(l)) continue;
-        yield l;
-        last = l;
-      }
+      for await (const l of client.lines(poll, o.pageSize)) if (take(l)) yield l;
+      failingSince = undefined;
     } catch (e) {
-      if (end || !transient(e)) throw e;
-      onNote(`${(e as Error).message}; trying again`);
+      failed(e, end);
     }
   }
   // Once the Job is done: what arrived after the tail stopped.
   if (end && client.tail) {
-    const from = last ? last.ns : q.fromNs;
-    for await (const l of client.lines({ ...q, ...(from !== undefined ? { fromNs: from } : {}) }, o.pageSize)) {
-      if (!newer(l)) continue;
-      yield l;
-      last = l;
-    }
+    for await (const l of client.lines(since(), o.pageSize)) if (take(l)) yield l;
   }
 }
 
