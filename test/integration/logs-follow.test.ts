@@ -29,7 +29,7 @@ async function followPod(name: string, sink: 'loki' | 'elasticsearch', endpoint:
     await sidecar.waitForLog('sidecar started');
     let exited = false;
     const jobState = async (): Promise<JobState> => (exited ? 'delivered' : 'running');
-    const o = parseOptions(`job/${pod.identity.job}`, { chartNamespace: 'jobharvest', follow: true, pollInterval: '500ms', followLag: '3s', pageSize: '50' }, {});
+    const o = parseOptions(`job/${pod.identity.job}`, { chartNamespace: 'jobharvest', follow: true, pollInterval: '500ms', pageSize: '50' }, {});
     const printed: Array<{ message: string; at: number }> = [];
     const started = Date.now();
     const follow = (async () => {
