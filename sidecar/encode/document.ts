@@ -2,32 +2,40 @@
 // and the dead-letter file: one flat object per record with OpenTelemetry
 // Kubernetes attribute names. Built by string concatenation with the
 // per-file metadata encoded once, because this runs for every line.
+import { DOCUMENT_FIELDS as F } from '../../src/contract/record.ts';
 import { BodyBuilder } from './body.ts';
 import type { Identity } from '../config.ts';
 import { CriRecord, FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type FileMeta, type LogRecord } from '../records/record.ts';
 
 export function metadataFields(identity: Identity, file: Pick<FileMeta, 'container' | 'restart'>): Record<string, string | number> {
   const fields: Record<string, string | number> = {
-    'k8s.namespace.name': identity.namespace,
-    'k8s.pod.name': identity.pod,
-    'k8s.pod.uid': identity.podUid,
-    'k8s.container.name': file.container,
-    'k8s.container.restart_count': file.restart,
+    [F.namespace]: identity.namespace,
+    [F.pod]: identity.pod,
+    [F.podUid]: identity.podUid,
+    [F.container]: file.container,
+    [F.restart]: file.restart,
   };
-  if (identity.job) fields['k8s.job.name'] = identity.job;
-  if (identity.node) fields['k8s.node.name'] = identity.node;
+  if (identity.job) fields[F.job] = identity.job;
+  if (identity.node) fields[F.node] = identity.node;
   return fields;
 }
 
+const TRUNCATED = `,${JSON.stringify(F.truncated)}:true`;
+const MALFORMED = `,${JSON.stringify(F.malformed)}:true`;
+const INCOMPLETE = `,${JSON.stringify(F.incomplete)}:true`;
+
 export function flagFields(flags: number): string {
   let s = '';
-  if (flags & FLAG_TRUNCATED) s += ',"jobharvest.truncated":true';
-  if (flags & FLAG_MALFORMED) s += ',"jobharvest.malformed":true';
-  if (flags & FLAG_INCOMPLETE) s += ',"jobharvest.incomplete":true';
+  if (flags & FLAG_TRUNCATED) s += TRUNCATED;
+  if (flags & FLAG_MALFORMED) s += MALFORMED;
+  if (flags & FLAG_INCOMPLETE) s += INCOMPLETE;
   return s;
 }
 
-const MESSAGE_FIELD = Buffer.from('","message":');
+const MESSAGE_TEXT = `",${JSON.stringify(F.message)}:`;
+const MESSAGE_FIELD = Buffer.from(MESSAGE_TEXT);
+const STREAM_KEY = `,${JSON.stringify(F.stream)}:`;
+const ID_KEY = `,${JSON.stringify(F.id)}:`;
 const QUOTE = Buffer.from('"');
 
 /** Encodes records as JSON documents; remembers the metadata tail of the last file it saw. */
@@ -45,7 +53,7 @@ export class DocumentEncoder {
 
   constructor(
     private readonly identity: Identity,
-    private readonly timeField = '@timestamp',
+    private readonly timeField: string = F.time,
   ) {
     this.head = Buffer.from('{"' + timeField + '":"');
   }
@@ -67,7 +75,7 @@ export class DocumentEncoder {
   private streamIdOf(r: LogRecord): Buffer {
     let b = this.streamId[r.stream];
     if (b === undefined) {
-      b = Buffer.from(`,"stream":${JSON.stringify(r.stream)},"id":${JSON.stringify(r.file.idPrefix).slice(0, -1)}`);
+      b = Buffer.from(`${STREAM_KEY}${JSON.stringify(r.stream)}${ID_KEY}${JSON.stringify(r.file.idPrefix).slice(0, -1)}`);
       this.streamId[r.stream] = b;
     }
     return b;
@@ -105,7 +113,7 @@ export class DocumentEncoder {
   encode(r: LogRecord): string {
     if (r.file !== this.lastFile) this.fileChanged(r.file);
     // ts is validated to [0-9TZ:.+-] by the parser, so it needs no escaping.
-    let s = '{"' + this.timeField + '":"' + r.ts + '","message":' + JSON.stringify(r.message) + ',"stream":"' + r.stream + '","id":"' + r.file.idPrefix + r.offset + '"';
+    let s = '{"' + this.timeField + '":"' + r.ts + MESSAGE_TEXT + JSON.stringify(r.message) + STREAM_KEY + '"' + r.stream + '"' + ID_KEY + '"' + r.file.idPrefix + r.offset + '"';
     if (r.flags !== 0) s += flagFields(r.flags);
     return s + this.tail;
   }

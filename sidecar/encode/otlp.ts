@@ -9,6 +9,7 @@
 // resource/v1); sidecar/test/otlp-encoder.test.ts decodes the output with
 // them and compares it with the OpenTelemetry serializer's, field by field.
 import { isUtf8 } from 'node:buffer';
+import { OTLP_ATTRIBUTES as A } from '../../src/contract/record.ts';
 import type { Identity } from '../config.ts';
 import { CriRecord, FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type FileMeta, type LogRecord, type Stream } from '../records/record.ts';
 import { nowTime, parseTimestamp, type EpochTime } from '../records/timestamp.ts';
@@ -33,7 +34,7 @@ const T_BOOL = tag(2, 0); // AnyValue.bool_value
 const T_INT = tag(3, 0); // AnyValue.int_value
 const T_RES_ATTRIBUTE = tag(1, 2); // Resource.attributes
 
-const UID_KEY = 'log.record.uid';
+const UID_KEY = A.id;
 const TWO_32 = 2 ** 32;
 const TWO_16 = 2 ** 16;
 
@@ -94,8 +95,8 @@ function attribute(key: string, v: string | number | boolean): Buffer {
 }
 
 const STREAM_ATTRIBUTE: Record<Stream, Buffer> = {
-  stdout: attribute('log.iostream', 'stdout'),
-  stderr: attribute('log.iostream', 'stderr'),
+  stdout: attribute(A.stream, 'stdout'),
+  stderr: attribute(A.stream, 'stderr'),
   unknown: Buffer.alloc(0),
 };
 
@@ -103,9 +104,9 @@ const STREAM_ATTRIBUTE: Record<Stream, Buffer> = {
 const FLAG_ATTRIBUTES: Buffer[] = [];
 for (let f = 0; f < 8; f++) {
   const parts: Buffer[] = [];
-  if (f & FLAG_TRUNCATED) parts.push(attribute('jobharvest.truncated', true));
-  if (f & FLAG_MALFORMED) parts.push(attribute('jobharvest.malformed', true));
-  if (f & FLAG_INCOMPLETE) parts.push(attribute('jobharvest.incomplete', true));
+  if (f & FLAG_TRUNCATED) parts.push(attribute(A.truncated, true));
+  if (f & FLAG_MALFORMED) parts.push(attribute(A.malformed, true));
+  if (f & FLAG_INCOMPLETE) parts.push(attribute(A.incomplete, true));
   FLAG_ATTRIBUTES.push(Buffer.concat(parts));
 }
 

@@ -1,6 +1,7 @@
 // Loki push API (JSON). Labels stay low-cardinality (namespace, job, pod,
 // container, stream); everything else rides along as structured metadata.
 // The original CRI timestamp is sent in nanoseconds.
+import { LOKI_LABELS as L, LOKI_METADATA as M } from '../../src/contract/record.ts';
 import { nanosText, nowTime, parseTimestamp } from '../records/timestamp.ts';
 import { FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type FileMeta, type LogRecord } from '../records/record.ts';
 import { withPath } from './http/client.ts';
@@ -16,17 +17,22 @@ interface StreamGroup {
 }
 
 function labelsFor(identity: Identity, file: FileMeta, stream: string): Record<string, string> {
-  const labels: Record<string, string> = { namespace: identity.namespace };
-  if (identity.job) labels.job = identity.job;
-  labels.pod = identity.pod;
-  labels.container = file.container;
-  labels.stream = stream;
+  const labels: Record<string, string> = { [L.namespace]: identity.namespace };
+  if (identity.job) labels[L.job] = identity.job;
+  labels[L.pod] = identity.pod;
+  labels[L.container] = file.container;
+  labels[L.stream] = stream;
   return labels;
 }
 
+const jsonKey = (name: string) => `${JSON.stringify(name)}:`;
+const TRUNCATED = `,${jsonKey(M.truncated)}"true"`;
+const MALFORMED = `,${jsonKey(M.malformed)}"true"`;
+const INCOMPLETE = `,${jsonKey(M.incomplete)}"true"`;
+
 export function encodeLokiPush(identity: Identity, records: readonly LogRecord[]): string {
   const groups = new Map<string, StreamGroup>();
-  const podMeta = `"pod_uid":${JSON.stringify(identity.podUid)}${identity.node ? `,"node":${JSON.stringify(identity.node)}` : ''}`;
+  const podMeta = `${jsonKey(M.podUid)}${JSON.stringify(identity.podUid)}${identity.node ? `,${jsonKey(M.node)}${JSON.stringify(identity.node)}` : ''}`;
   for (const r of records) {
     const key = `${r.file.container}\0${r.stream}`;
     let g = groups.get(key);
@@ -35,10 +41,10 @@ export function encodeLokiPush(identity: Identity, records: readonly LogRecord[]
       groups.set(key, g);
     }
     const t = parseTimestamp(r.ts) ?? nowTime();
-    let meta = `{${podMeta},"restart_count":"${r.file.restart}","id":"${r.file.idPrefix}${r.offset}"`;
-    if (r.flags & FLAG_TRUNCATED) meta += ',"truncated":"true"';
-    if (r.flags & FLAG_MALFORMED) meta += ',"malformed":"true"';
-    if (r.flags & FLAG_INCOMPLETE) meta += ',"incomplete":"true"';
+    let meta = `{${podMeta},${jsonKey(M.restart)}"${r.file.restart}",${jsonKey(M.id)}"${r.file.idPrefix}${r.offset}"`;
+    if (r.flags & FLAG_TRUNCATED) meta += TRUNCATED;
+    if (r.flags & FLAG_MALFORMED) meta += MALFORMED;
+    if (r.flags & FLAG_INCOMPLETE) meta += INCOMPLETE;
     g.body += (g.body ? ',' : '') + `["${nanosText(t)}",${JSON.stringify(r.message)},${meta}}]`;
   }
   let out = '{"streams":[';

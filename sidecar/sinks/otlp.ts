@@ -6,6 +6,7 @@
 // container and restart. partial_success rejections are dead-lettered.
 import type { Resource } from '@opentelemetry/resources';
 import type { ReadableLogRecord } from '@opentelemetry/sdk-logs';
+import { OTLP_ATTRIBUTES as A } from '../../src/contract/record.ts';
 import { VERSION } from '../../src/contract/version.ts';
 import type { Identity } from '../config.ts';
 import { FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type LogRecord } from '../records/record.ts';
@@ -48,11 +49,11 @@ export class OtlpRecordBuilder {
         this.resources.set(key, resource);
       }
       const t = parseTimestamp(r.ts) ?? observed;
-      const attributes: Attributes = { 'log.record.uid': r.file.idPrefix + r.offset };
-      if (r.stream !== 'unknown') attributes['log.iostream'] = r.stream;
-      if (r.flags & FLAG_TRUNCATED) attributes['jobharvest.truncated'] = true;
-      if (r.flags & FLAG_MALFORMED) attributes['jobharvest.malformed'] = true;
-      if (r.flags & FLAG_INCOMPLETE) attributes['jobharvest.incomplete'] = true;
+      const attributes: Attributes = { [A.id]: r.file.idPrefix + r.offset };
+      if (r.stream !== 'unknown') attributes[A.stream] = r.stream;
+      if (r.flags & FLAG_TRUNCATED) attributes[A.truncated] = true;
+      if (r.flags & FLAG_MALFORMED) attributes[A.malformed] = true;
+      if (r.flags & FLAG_INCOMPLETE) attributes[A.incomplete] = true;
       out[i] = {
         hrTime: [t.sec, t.nanos],
         hrTimeObserved: hrObserved,

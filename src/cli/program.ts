@@ -3,7 +3,8 @@ import { readFileSync } from 'node:fs';
 import { ERROR_CODES, JobharvestError } from '../core/errors.ts';
 import { VERSION } from '../contract/version.ts';
 import { injectManifests, parseManifests, renderManifests } from './manifests.ts';
-import { runLogs, type LogsFlags } from './logs.ts';
+import { runProgram } from './entry.ts';
+import { logsCommand } from './logs-command.ts';
 import { loadConfig, type SettingFlags } from './options.ts';
 import { webhookOptions, type WebhookFlags } from './webhook-flags.ts';
 
@@ -92,37 +93,7 @@ export function program(): Command {
       await runWebhook(options);
     });
 
-  prog
-    .command('logs')
-    .description("print a Job's logs from the log server, also after the Job is gone (kubectl jobharvest logs job/NAME)")
-    .argument('<job>', 'job/NAME')
-    .option('-n, --namespace <ns>', "the Job's namespace (default: the kubeconfig context's)")
-    .option('-c, --container <name>', 'only this container (default: the Job\'s default container while it exists)')
-    .option('--all-containers', 'every container of the pods, init containers included')
-    .option('--since <duration>', 'only lines newer than this, e.g. 5s, 2m, 3h')
-    .option('--since-time <time>', 'only lines at or after this RFC 3339 time')
-    .option('--tail <n>', 'only the last n lines (-1: all)')
-    .option('--timestamps', 'start each line with its CRI timestamp')
-    .option('--prefix', 'start each line with [pod/NAME/CONTAINER]')
-    .option('-p, --previous', "each container's run before its latest restart")
-    .option('--pod <name>', 'only this pod (of an Indexed or retried Job)')
-    .option('-o, --output <format>', 'json: one JSON object per line')
-    .option('--explain', 'print where the logs would be read from, and why, without querying')
-    .option('--kubeconfig <file>', 'kubeconfig (default: $KUBECONFIG, then ~/.kube/config)')
-    .option('--context <name>', 'kubeconfig context')
-    .option('--chart-namespace <ns>', "the namespace of jobharvest's chart, whose ConfigMap holds the global configuration", 'jobharvest')
-    .option('--query-endpoint <url>', 'query API base URL (overrides annotations and the chart)')
-    .option('--query-type <type>', 'victorialogs, loki or elasticsearch')
-    .option('--es-index <index>', 'elasticsearch: index or data stream')
-    .option('--loki-tenant <tenant>', 'loki: X-Scope-OrgID')
-    .option('--token-file <file>', 'bearer token for the query API (or $JOBHARVEST_QUERY_TOKEN)')
-    .option('--username <name>', 'basic auth user for the query API, with --password-file')
-    .option('--password-file <file>', 'basic auth password')
-    .option('--ca-file <file>', 'CA certificate (PEM) of the query API')
-    .addOption(new Option('--page-size <n>', 'lines per query page').hideHelp())
-    .action(async (ref: string, flags: LogsFlags) => {
-      process.exitCode = await runLogs(ref, flags);
-    });
+  prog.addCommand(logsCommand());
 
   prog
     .command('sidecar')
@@ -139,19 +110,5 @@ export function program(): Command {
 }
 
 export async function main(argv: string[]): Promise<void> {
-  try {
-    await program().parseAsync(argv);
-  } catch (e) {
-    if (e instanceof JobharvestError) {
-      process.stderr.write(`jobharvest: error ${e.code}: ${e.message}\n`);
-      process.exitCode = 2;
-      process.stdout.write('', () => process.exit());
-      return;
-    }
-    process.stderr.write(`jobharvest: error ${ERROR_CODES.INTERNAL}: ${(e as Error)?.message ?? String(e)}\n`);
-    process.exitCode = 1;
-    // A webhook that failed to start may still hold watches and timers open;
-    // exit once stdout is flushed so that the kubelet restarts it.
-    process.stdout.write('', () => process.exit());
-  }
+  await runProgram(program(), argv);
 }

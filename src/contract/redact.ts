@@ -3,8 +3,8 @@
  * `explain` or a log line. The webhook and the sidecar both use it.
  *
  * Everything between `scheme://` and the last `@` before the next URL (or the
- * next `"`, which ends a JSON string in a log line) is taken as userinfo: a
- * password may hold `@`, `/` or spaces, and such a value is often not a valid
+ * `"` that ends a JSON or quoted string in a log line) is taken as userinfo: a
+ * password may hold `@`, `/`, spaces or quotes, and such a value is often not a valid
  * URL at all (it is shown precisely because it was refused), so a parser cannot
  * be trusted to find where it ends. Hiding a little too much is the safe side.
  * Query values are hidden as well, because tokens travel there; a parameter
@@ -31,14 +31,32 @@ function redactLine(line: string): string {
   let out = line.slice(0, starts[0]!.at);
   for (const [i, s] of starts.entries()) {
     const next = starts[i + 1]?.at ?? line.length;
-    const quote = line.indexOf('"', s.end);
-    const stop = quote >= 0 && quote < next ? quote : next;
+    const quote = closingQuote(line, s.end, next);
+    const stop = quote >= 0 ? quote : next;
     let rest = line.slice(s.end, stop);
     const at = rest.lastIndexOf('@');
     if (at >= 0) rest = `${REDACTED}@${rest.slice(at + 1)}`;
     out += line.slice(s.at, s.end) + redactQueryAndFragment(rest) + line.slice(stop, next);
   }
   return out;
+}
+
+/**
+ * The `"` that closes the string a URL sits in, or -1. A quote inside a
+ * password does not: an escaped one (`\"`, the value was JSON-encoded) never
+ * does, and a bare one does only when a delimiter follows it (whitespace, the
+ * end, or `,;:)}]`) and no `@` follows it before the next whitespace or quote.
+ */
+function closingQuote(line: string, from: number, to: number): number {
+  for (let q = line.indexOf('"', from); q >= 0 && q < to; q = line.indexOf('"', q + 1)) {
+    if (line[q - 1] === '\\') continue;
+    const after = line[q + 1];
+    if (after !== undefined && !/[\s,;:)}\]]/.test(after)) continue;
+    const word = /^[^\s"]*/.exec(line.slice(q + 1, to))![0];
+    if (word.includes('@')) continue;
+    return q;
+  }
+  return -1;
 }
 
 function redactQueryAndFragment(rest: string): string {

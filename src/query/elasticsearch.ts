@@ -1,19 +1,7 @@
+import { DOCUMENT_FIELDS as F, RECORD_FLAGS } from '../contract/record.ts';
 import { httpText, under, type HttpOptions } from './http.ts';
 import { pager } from './pager.ts';
-import { parseTimeNs, QueryError, type LogLine, type LogQuery, type QueryClient } from './types.ts';
-
-// The document the elasticsearch sink writes (sidecar/encode/document.ts).
-const F = {
-  time: '@timestamp',
-  namespace: 'k8s.namespace.name',
-  job: 'k8s.job.name',
-  pod: 'k8s.pod.name',
-  container: 'k8s.container.name',
-  restart: 'k8s.container.restart_count',
-  stream: 'stream',
-  id: 'id',
-  message: 'message',
-};
+import { parseTimeNs, QueryError, readFlags, type LogLine, type LogQuery, type QueryClient } from './types.ts';
 
 type SortValue = string | number;
 interface Hit {
@@ -43,8 +31,9 @@ export function searchBody(q: LogQuery, size: number, after: SortValue[] | undef
     query: { bool: { filter } },
     // The id breaks ties in one millisecond (a date field's resolution) so
     // that search_after never skips or repeats a hit.
-    sort: [{ [F.time]: { order: 'asc' } }, { [k(F.id)]: { order: 'asc' } }],
-    _source: [F.time, F.message, F.pod, F.container, F.restart, F.stream, F.id],
+    // unmapped_type: an index whose first documents are still on their way has no mapping to sort on yet.
+    sort: [{ [F.time]: { order: 'asc', unmapped_type: 'date' } }, { [k(F.id)]: { order: 'asc', unmapped_type: 'keyword' } }],
+    _source: [F.time, F.message, F.namespace, F.job, F.pod, F.podUid, F.container, F.restart, F.node, F.stream, F.id, ...RECORD_FLAGS.map((x) => F[x])],
     track_total_hits: false,
     ...(after ? { search_after: after } : {}),
   };
@@ -66,8 +55,12 @@ export function parseHits(body: string): Array<{ line: LogLine; key: bigint; cur
     const t = String(get(F.time) ?? '');
     const ns = parseTimeNs(t);
     if (ns === undefined || !h.sort) throw new QueryError(`_search returned a hit without a usable ${F.time} or sort values: ${JSON.stringify(h).slice(0, 200)}`);
+    const line: LogLine = { ns, message: String(get(F.message) ?? ''), stream: String(get(F.stream) ?? ''), pod: String(get(F.pod) ?? ''), container: String(get(F.container) ?? ''), restart: Number(get(F.restart) ?? 0), id: String(get(F.id) ?? '') };
+    for (const k of ['namespace', 'job', 'podUid', 'node'] as const) if (get(F[k]) !== undefined) line[k] = String(get(F[k]));
+    const flags = readFlags((x) => get(F[x]), RECORD_FLAGS);
+    if (flags) line.flags = flags;
     out.push({
-      line: { ns, message: String(get(F.message) ?? ''), stream: String(get(F.stream) ?? ''), pod: String(get(F.pod) ?? ''), container: String(get(F.container) ?? ''), restart: Number(get(F.restart) ?? 0), id: String(get(F.id) ?? '') },
+      line,
       // The first sort value is what the server ordered by: epoch ms for a date, ns for date_nanos.
       key: BigInt(Math.trunc(Number(h.sort[0]))),
       cursor: h.sort,
@@ -98,9 +91,12 @@ export class ElasticsearchClient implements QueryClient {
 
   lines(q: LogQuery, pageSize = 5000): AsyncIterable<LogLine> {
     const url = under(this.base, `/${encodeURIComponent(this.index)}/_search`);
+    // An index that does not exist yet (--follow from a Job's first second) holds no lines: not an error.
+    url.searchParams.set('ignore_unavailable', 'true');
+    url.searchParams.set('allow_no_indices', 'true');
     return pager<SortValue[]>(async (after, limit) => {
       const body = JSON.stringify(searchBody(q, limit, after, this.keywordSuffix));
       return { rows: parseHits(await httpText(url, this.http, 'POST', { type: 'application/json', text: body })) };
-    }, pageSize);
+    }, pageSize, { ties: 'any', cursor: 'complete' });
   }
 }

@@ -1,11 +1,11 @@
-import { httpText, under, type HttpOptions } from './http.ts';
+import { LOKI_FIELDS as L, RECORD_FLAGS } from '../contract/record.ts';
+import { redactUrls } from '../contract/redact.ts';
+import { authHeaders, httpText, under, type HttpOptions } from './http.ts';
 import { pager } from './pager.ts';
-import { QueryError, type LogLine, type LogQuery, type QueryClient } from './types.ts';
+import { QueryError, readFlags, type LogLine, type LogQuery, type QueryClient, type TailOptions } from './types.ts';
 
 export const DEFAULT_RANGE_NS = 720n * 3600n * 1_000_000_000n;
 
-/** The loki sink's labels; pod_uid, restart_count and id travel as structured metadata. */
-const L = { namespace: 'namespace', job: 'job', pod: 'pod', container: 'container', stream: 'stream', restart: 'restart_count', id: 'id' };
 
 // LogQL string literals: backquoted raw strings cannot hold a backquote, so
 // use double quotes with Go escaping, which JSON's is a subset of.
@@ -34,13 +34,28 @@ export function parseQueryRange(body: string): LogLine[] {
     throw new QueryError(`Loki answered with something that is not JSON: ${body.slice(0, 120)}`);
   }
   if (doc.status !== 'success' || doc.data?.resultType !== 'streams') throw new QueryError(`Loki answered status ${doc.status}, resultType ${doc.data?.resultType}: expected success with streams`);
+  return streamLines(doc.data.result ?? []);
+}
+
+/** One message of `/loki/api/v1/tail`: `{"streams": [...], "dropped_entries": ...}`, streams as in query_range. */
+export function parseTailMessage(body: string): LogLine[] {
+  let doc: { streams?: StreamResult[] };
+  try {
+    doc = JSON.parse(body) as typeof doc;
+  } catch {
+    throw new QueryError(`Loki's tail sent something that is not JSON: ${body.slice(0, 120)}`);
+  }
+  return streamLines(doc.streams ?? []);
+}
+
+function streamLines(result: StreamResult[]): LogLine[] {
   const out: LogLine[] = [];
-  for (const s of doc.data.result ?? []) {
+  for (const s of result) {
     for (const v of s.values) {
       // Without the categorize-labels encoding flag Loki folds structured
       // metadata into the stream's labels; with it, it comes as a third element.
       const labels = { ...s.stream, ...(v[2]?.structuredMetadata ?? {}), ...(v[2]?.parsed ?? {}) };
-      out.push({
+      const line: LogLine = {
         ns: BigInt(v[0]),
         message: v[1],
         stream: labels[L.stream] ?? '',
@@ -48,7 +63,11 @@ export function parseQueryRange(body: string): LogLine[] {
         container: labels[L.container] ?? '',
         restart: Number(labels[L.restart] ?? 0),
         id: labels[L.id] ?? '',
-      });
+      };
+      for (const k of ['namespace', 'job', 'podUid', 'node'] as const) if (labels[L[k]] !== undefined) line[k] = labels[L[k]];
+      const flags = readFlags((x) => labels[L[x]], RECORD_FLAGS);
+      if (flags) line.flags = flags;
+      out.push(line);
     }
   }
   return out.sort((a, b) => (a.ns < b.ns ? -1 : a.ns > b.ns ? 1 : 0));
@@ -85,6 +104,60 @@ export class LokiClient implements QueryClient {
       u.searchParams.set('direction', 'forward');
       const lines = parseQueryRange(await httpText(u, http));
       return { rows: lines.map((line) => ({ line, key: line.ns, cursor: line.ns })) };
-    }, pageSize);
+    }, pageSize, { ties: 'any', cursor: 'key' });
+  }
+
+  /**
+   * Loki's live tail, `/loki/api/v1/tail` over a websocket: entries from
+   * `start` on as Loki ingests them, held back `delay_for` seconds (Loki's
+   * maximum is 5) so that a message holds them in order. Not with a private
+   * CA: the command then polls.
+   */
+  async *tail(query: LogQuery, o: TailOptions): AsyncIterable<LogLine> {
+    if (this.http.ca) return;
+    const u = under(this.base, '/loki/api/v1/tail');
+    u.protocol = u.protocol === 'https:' ? 'wss:' : 'ws:';
+    u.searchParams.set('query', logqlSelector(query));
+    u.searchParams.set('start', String(o.fromNs));
+    u.searchParams.set('delay_for', String(Math.min(5, Math.max(0, Math.ceil(o.lagMs / 1000)))));
+    u.searchParams.set('limit', '5000');
+    const headers: Record<string, string> = { ...this.http.headers, ...authHeaders(this.http.credentials), ...(this.tenant ? { 'x-scope-orgid': this.tenant } : {}) };
+    // Node's WebSocket (undici's) takes a WebSocketInit with headers; @types/node declares only protocols.
+    const ws = new WebSocket(u, { headers } as unknown as string[]);
+    const queue: Array<{ lines?: LogLine[]; error?: Error; end?: true }> = [];
+    let wake: (() => void) | undefined;
+    const push = (x: (typeof queue)[number]) => {
+      queue.push(x);
+      wake?.();
+    };
+    ws.addEventListener('message', (e) => {
+      try {
+        push({ lines: parseTailMessage(typeof e.data === 'string' ? e.data : Buffer.from(e.data as ArrayBuffer).toString('utf8')) });
+      } catch (err) {
+        push({ error: err as Error });
+      }
+    });
+    ws.addEventListener('error', () => push({ error: new QueryError(`${redactUrls(u.href)}: the tail websocket failed`, undefined, true) }));
+    ws.addEventListener('close', () => push({ end: true }));
+    const abort = () => {
+      ws.close();
+      push({ end: true });
+    };
+    o.signal.addEventListener('abort', abort);
+    try {
+      for (;;) {
+        while (queue.length === 0) await new Promise<void>((r) => (wake = r));
+        const x = queue.shift()!;
+        if (x.error) {
+          if (o.signal.aborted) return;
+          throw x.error;
+        }
+        if (x.end) return;
+        yield* x.lines!;
+      }
+    } finally {
+      o.signal.removeEventListener('abort', abort);
+      ws.close();
+    }
   }
 }

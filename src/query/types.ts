@@ -1,4 +1,6 @@
-/** One log line as a query API returns it, reduced to what `kubectl logs` prints and what orders it. */
+import type { RecordFlag } from '../contract/record.ts';
+
+/** One log line as a query API returns it: what `kubectl logs` prints, what orders it, and the record's other fields where the server kept them. */
 export interface LogLine {
   /** CRI timestamp in nanoseconds since the epoch. */
   ns: bigint;
@@ -9,6 +11,21 @@ export interface LogLine {
   restart: number;
   /** The sidecar's deterministic record id: `<file prefix>-<byte offset>`. */
   id: string;
+  namespace?: string;
+  job?: string;
+  podUid?: string;
+  node?: string;
+  /** The flags the sidecar set on the record, in contract order; absent when none. */
+  flags?: RecordFlag[];
+}
+
+/** The flags a record's fields say are set, from any format's names for them. */
+export function readFlags(get: (flag: RecordFlag) => unknown, names: readonly RecordFlag[]): RecordFlag[] | undefined {
+  const set = names.filter((f) => {
+    const v = get(f);
+    return v === true || v === 'true';
+  });
+  return set.length ? set : undefined;
 }
 
 /** What to fetch: one Job's lines, narrowed as the kubectl-like flags ask. */
@@ -29,9 +46,39 @@ export interface LogQuery {
 export interface QueryClient {
   readonly kind: string;
   lines(q: LogQuery, pageSize?: number): AsyncIterable<LogLine>;
+  /**
+   * The server's live tail, where it has one: lines from `fromNs` on as they
+   * arrive, each once it is `lagMs` old, until `signal` aborts.
+   */
+  tail?(q: LogQuery, o: TailOptions): AsyncIterable<LogLine>;
 }
 
-export class QueryError extends Error {}
+export interface TailOptions {
+  fromNs: bigint;
+  lagMs: number;
+  refreshMs: number;
+  nowMs: number;
+  signal: AbortSignal;
+}
+
+export class QueryError extends Error {
+  constructor(
+    message: string,
+    /** The HTTP status the server answered with, when it answered. */
+    readonly status?: number,
+    /** The server could not be reached or did not answer in time. */
+    readonly network = false,
+  ) {
+    super(message);
+  }
+}
+
+/** An error worth another try a moment later: unreachable, 429, or a 5xx but 501 (a shard still starting, say). */
+export function transient(e: unknown): boolean {
+  if (!(e instanceof QueryError)) return false;
+  if (e.network) return true;
+  return e.status === 429 || (e.status !== undefined && e.status >= 500 && e.status !== 501);
+}
 
 /** RFC 3339 with up to nine fraction digits → ns. */
 export function parseTimeNs(text: string): bigint | undefined {
@@ -54,18 +101,37 @@ export function formatTimeNs(ns: bigint): string {
 /**
  * The order `kubectl logs` has within one file is byte order; across files,
  * pods and restarts the CRI timestamp decides. Ties at one nanosecond fall back
- * to the record id, whose offset part is compared as a number.
+ * to the record id (`<file prefix>-<byte offset>`) in natural order, digit runs
+ * compared as numbers: one file's offsets in numeric order, and the order
+ * VictoriaLogs sorts strings in, so a server-sorted page and a local sort agree.
  */
 export function compareLines(a: LogLine, b: LogLine): number {
   if (a.ns !== b.ns) return a.ns < b.ns ? -1 : 1;
-  const [pa, oa] = splitId(a.id);
-  const [pb, ob] = splitId(b.id);
-  if (pa !== pb) return pa < pb ? -1 : 1;
-  return oa - ob;
+  return compareNatural(a.id, b.id);
 }
 
-function splitId(id: string): [string, number] {
-  const dash = id.lastIndexOf('-');
-  const off = Number(id.slice(dash + 1));
-  return dash >= 0 && Number.isFinite(off) ? [id.slice(0, dash), off] : [id, 0];
+const RUN = /\d+|\D+/g;
+
+/** Natural string order: digit runs by value (then by length, so `01` follows `1`), other runs by code unit. */
+export function compareNatural(a: string, b: string): number {
+  if (a === b) return 0;
+  const ra = a.match(RUN) ?? [];
+  const rb = b.match(RUN) ?? [];
+  for (let i = 0; i < Math.min(ra.length, rb.length); i++) {
+    const x = ra[i]!;
+    const y = rb[i]!;
+    if (x === y) continue;
+    const dx = x.charCodeAt(0) >= 48 && x.charCodeAt(0) <= 57;
+    const dy = y.charCodeAt(0) >= 48 && y.charCodeAt(0) <= 57;
+    if (dx && dy) {
+      const tx = x.replace(/^0+(?=\d)/, '');
+      const ty = y.replace(/^0+(?=\d)/, '');
+      if (tx.length !== ty.length) return tx.length - ty.length;
+      if (tx !== ty) return tx < ty ? -1 : 1;
+      return x.length - y.length;
+    }
+    if (dx !== dy) return dx ? -1 : 1;
+    return x < y ? -1 : 1;
+  }
+  return ra.length - rb.length;
 }

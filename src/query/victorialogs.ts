@@ -1,35 +1,20 @@
-import { httpText, under, type HttpOptions } from './http.ts';
+import { DOCUMENT_FIELDS, LOKI_FIELDS, OTLP_ATTRIBUTES, RECORD_FLAGS, type RecordField } from '../contract/record.ts';
+import { httpLines, httpText, under, type HttpOptions } from './http.ts';
 import { pager } from './pager.ts';
-import { formatTimeNs, parseTimeNs, QueryError, type LogLine, type LogQuery, type QueryClient } from './types.ts';
+import { formatTimeNs, parseTimeNs, QueryError, readFlags, type LogLine, type LogQuery, type QueryClient, type TailOptions } from './types.ts';
 
-/** Where each sink's metadata lands in VictoriaLogs (the names the sidecar's encoders write). */
-export interface FieldMap {
-  namespace: string;
-  job: string;
-  pod: string;
-  container: string;
-  restart: string;
-  stream: string;
-  id: string;
-}
+/** Where each sink's metadata lands in VictoriaLogs: the names the sidecar's encoders write (src/contract/record.ts). */
+export type FieldMap = Record<RecordField, string>;
 
-const DOCUMENT: FieldMap = {
-  namespace: 'k8s.namespace.name',
-  job: 'k8s.job.name',
-  pod: 'k8s.pod.name',
-  container: 'k8s.container.name',
-  restart: 'k8s.container.restart_count',
-  stream: 'stream',
-  id: 'id',
-};
+const pick = (m: Record<RecordField, string>): FieldMap => Object.fromEntries((Object.keys(OTLP_ATTRIBUTES) as RecordField[]).map((k) => [k, m[k]])) as FieldMap;
 
 export const FIELD_MAPS = {
   /** Loki push: labels plus structured metadata. */
-  loki: { namespace: 'namespace', job: 'job', pod: 'pod', container: 'container', restart: 'restart_count', stream: 'stream', id: 'id' },
+  loki: pick(LOKI_FIELDS),
   /** The JSON document of the http and elasticsearch sinks. */
-  document: DOCUMENT,
+  document: pick(DOCUMENT_FIELDS),
   /** OTLP: the same k8s attributes, OpenTelemetry's names for stream and id. */
-  otlp: { ...DOCUMENT, stream: 'log.iostream', id: 'log.record.uid' },
+  otlp: pick(OTLP_ATTRIBUTES),
 } satisfies Record<string, FieldMap>;
 
 export type FieldPreset = keyof typeof FIELD_MAPS;
@@ -61,10 +46,22 @@ export async function detectFields(base: string, q: LogQuery, preferred: FieldPr
   return preferred;
 }
 
+/** Where a VictoriaLogs page resumes: after the `k`-th row at `ns`, which has the record id `id`. */
+interface VlCursor {
+  ns: bigint;
+  id: string;
+  k: number;
+}
+
 /**
- * VictoriaLogs' LogsQL `/select/logsql/query`: sorted by `_time` on the server
- * with a `limit` (a top-k, so a page costs the server no more than its size),
- * and paged by moving `start` past the last line emitted.
+ * VictoriaLogs' LogsQL `/select/logsql/query`: sorted on the server by
+ * (`_time`, record id) with a `limit` (a top-k, so a page costs the server no
+ * more than its offset and size), which is CRI order: the natural string
+ * order VictoriaLogs sorts by puts one file's offsets in numeric order. A page
+ * resumes after a complete cursor: `start` at the last row's timestamp, an
+ * `offset` past the rows of that timestamp already read, and the first row
+ * checked against the last one's record id. A page never grows, however many
+ * lines share one nanosecond.
  */
 export class VictoriaLogsClient implements QueryClient {
   readonly kind = 'victorialogs';
@@ -78,31 +75,62 @@ export class VictoriaLogsClient implements QueryClient {
     const f = this.fields;
     const filter = logsqlFilter(q, f);
     const url = under(this.base, '/select/logsql/query');
-    const pipe = `| sort by (_time) limit LIMIT | fields _time, _msg, ${[f.pod, f.container, f.restart, f.stream, f.id].map(field).join(', ')}`;
-    return pager<bigint>(async (after, limit) => {
-      const from = after !== undefined ? after + 1n : q.fromNs;
-      const params = new URLSearchParams({ query: `${filter} ${pipe.replace('LIMIT', String(limit))}` });
+    const fields = `| fields _time, _msg, ${this.fieldList()}`;
+    return pager<VlCursor>(async (after, limit) => {
+      // Resuming: the row the cursor names comes first again, as a check.
+      const skip = after ? after.k - 1 : 0;
+      const params = new URLSearchParams({ query: `${filter} | sort by (_time, ${field(f.id)})${skip > 0 ? ` offset ${skip}` : ''} limit ${limit} ${fields}` });
+      const from = after?.ns ?? q.fromNs;
       params.set('start', from !== undefined ? formatTimeNs(from) : '0');
       if (q.toNs !== undefined) params.set('end', formatTimeNs(q.toNs - 1n));
       const text = await httpText(url, this.http, 'POST', { type: 'application/x-www-form-urlencoded', text: params.toString() });
-      const rows = [];
-      for (const raw of text.split('\n')) {
-        if (!raw) continue;
-        const r = JSON.parse(raw) as Record<string, string | undefined>;
-        const ns = parseTimeNs(r._time ?? '');
-        if (ns === undefined) throw new QueryError(`VictoriaLogs returned a row without a usable _time: ${raw.slice(0, 200)}`);
-        const line: LogLine = {
-          ns,
-          stream: r[f.stream] ?? '',
-          message: r._msg ?? '',
-          pod: r[f.pod] ?? '',
-          container: r[f.container] ?? '',
-          restart: Number(r[f.restart] ?? 0),
-          id: r[f.id] ?? '',
-        };
-        rows.push({ line, key: ns, cursor: ns });
+      const got: LogLine[] = [];
+      for (const raw of text.split('\n')) if (raw) got.push(this.row(raw));
+      const more = got.length >= limit;
+      let prev = after;
+      if (after) {
+        const first = got.shift();
+        if (!first || first.ns !== after.ns || first.id !== after.id) throw new QueryError(`the lines at ${formatTimeNs(after.ns)} changed while they were read (expected record ${after.id} first, got ${first?.id ?? 'nothing'}); run the command again`);
       }
-      return { rows };
-    }, pageSize);
+      const rows = got.map((line) => {
+        const cursor: VlCursor = { ns: line.ns, id: line.id, k: prev && prev.ns === line.ns ? prev.k + 1 : 1 };
+        prev = cursor;
+        return { line, key: line.ns, cursor };
+      });
+      return { rows, more };
+    }, pageSize, { ties: 'exact', cursor: 'complete' });
+  }
+
+  private fieldList(): string {
+    const f = this.fields;
+    return [f.namespace, f.job, f.pod, f.podUid, f.container, f.restart, f.node, f.stream, f.id, ...RECORD_FLAGS.map((x) => f[x])].map(field).join(', ');
+  }
+
+  private row(raw: string): LogLine {
+    const f = this.fields;
+    const r = JSON.parse(raw) as Record<string, string | undefined>;
+    const ns = parseTimeNs(r._time ?? '');
+    if (ns === undefined) throw new QueryError(`VictoriaLogs returned a row without a usable _time: ${raw.slice(0, 200)}`);
+    const line: LogLine = { ns, stream: r[f.stream] ?? '', message: r._msg ?? '', pod: r[f.pod] ?? '', container: r[f.container] ?? '', restart: Number(r[f.restart] ?? 0), id: r[f.id] ?? '' };
+    for (const k of ['namespace', 'job', 'podUid', 'node'] as const) if (r[f[k]]) line[k] = r[f[k]];
+    const flags = readFlags((x) => r[f[x]], RECORD_FLAGS);
+    if (flags) line.flags = flags;
+    return line;
+  }
+
+  /**
+   * `/select/logsql/tail`: VictoriaLogs runs the query every `refresh_interval`
+   * over the window up to `offset` ago and sends the rows not sent yet, per
+   * log stream (`_stream_id` is kept for that). `start_offset` reaches back to
+   * `fromNs`, so the tail carries on where a read left off.
+   */
+  async *tail(q: LogQuery, o: TailOptions): AsyncIterable<LogLine> {
+    const params = new URLSearchParams({
+      query: `${logsqlFilter(q, this.fields)} | fields _time, _stream_id, _msg, ${this.fieldList()}`,
+      start_offset: `${Math.max(1, Math.ceil(o.nowMs - o.lagMs - Number(o.fromNs / 1_000_000n)))}ms`,
+      offset: `${o.lagMs}ms`,
+      refresh_interval: `${o.refreshMs}ms`,
+    });
+    for await (const raw of httpLines(under(this.base, '/select/logsql/tail'), this.http, o.signal, 'POST', { type: 'application/x-www-form-urlencoded', text: params.toString() })) yield this.row(raw);
   }
 }

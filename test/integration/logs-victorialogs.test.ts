@@ -140,6 +140,21 @@ describe('jobharvest logs against VictoriaLogs', () => {
     expect(json).toEqual([{ time: nsText(last.ns).replace(/\.?0+Z$/, 'Z'), namespace: ns, job: 'retry', pod: last.pod, container: last.container, restart: last.restart, stream: last.stream, message: last.message }]);
   });
 
+  it('reads more lines of one nanosecond than a page holds, in pages that never grow', async () => {
+    // 130 lines at one nanosecond from two files, offsets crossing digit counts, between two ordinary lines.
+    const tied: Row[] = [
+      { ns: BASE - 1n, pod: 'burst-a', container: 'main', restart: 0, stream: 'stdout', id: 'burst-ar0main-0', message: 'before' },
+      ...Array.from({ length: 130 }, (_, i): Row => ({ ns: BASE, pod: `burst-${i % 2 ? 'b' : 'a'}`, container: 'main', restart: 0, stream: 'stdout', id: `burst-${i % 2 ? 'b' : 'a'}r0main-${(i >> 1) * 9 + 1}`, message: `tied ${i}` })),
+      { ns: BASE + 1n, pod: 'burst-b', container: 'main', restart: 0, stream: 'stdout', id: 'burst-br0main-9999', message: 'after' },
+    ];
+    await pushLoki('burst', 'burst', tied);
+    await vl.flush();
+    const expected = ['before', ...tied.slice(1, -1).filter((r) => r.pod === 'burst-a').map((r) => r.message), ...tied.slice(1, -1).filter((r) => r.pod === 'burst-b').map((r) => r.message), 'after'];
+    const r = await cli(['job/burst', '-n', 'burst', '--all-containers', '--page-size', '7', ...at()]);
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toEqual(expected);
+  });
+
   it('says so in one line when the Job has no lines there', async () => {
     const r = await cli(['job/nothing', '-n', 'fields-loki', ...at()]);
     expect(r.code).toBe(0);

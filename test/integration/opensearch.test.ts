@@ -131,4 +131,26 @@ describe.skipIf(!buildable)('elasticsearch sink and jobharvest logs on a real Op
     const tail = await cli([`job/${job}`, '-n', namespace, '--tail', '2', '--query-endpoint', os.url, '--query-type', 'elasticsearch']);
     expect(tail.stdout).toEqual(r.stdout.slice(-2));
   }, 300_000);
+
+  it('jobharvest logs reads more lines of one millisecond than max_result_window allows, in pages that never grow', async () => {
+    // 12,000 lines in one millisecond at distinct nanoseconds, written by two files whose ids sort differently as text.
+    const ms = Date.parse('2025-12-01T07:40:00.123Z');
+    const n = 12_000;
+    const docs = Array.from({ length: n }, (_, i) => {
+      const ns = BigInt(ms) * 1_000_000n + BigInt(i * 50);
+      const iso = `${new Date(ms).toISOString().slice(0, 19)}.${(ns % 1_000_000_000n).toString().padStart(9, '0')}Z`;
+      return { '@timestamp': iso, 'k8s.namespace.name': 'burst', 'k8s.job.name': 'burst', 'k8s.pod.name': 'burst-x', 'k8s.container.name': 'main', 'k8s.container.restart_count': 0, stream: 'stdout', id: `${i % 2 ? 'z' : 'a'}-${i * 7}`, message: `line ${i}` };
+    });
+    for (let at = 0; at < n; at += 3000) {
+      const body = docs.slice(at, at + 3000).map((d) => `${JSON.stringify({ create: { _index: INDEX, _id: `burst-${d.id}` } })}\n${JSON.stringify(d)}\n`).join('');
+      const res = await fetch(`${os.url}/_bulk`, { method: 'POST', headers: { 'content-type': 'application/x-ndjson' }, body });
+      expect(res.status).toBe(200);
+      expect(((await res.json()) as { errors: boolean }).errors).toBe(false);
+    }
+    await os.refresh(INDEX);
+    const r = await cli(['job/burst', '-n', 'burst', '--query-endpoint', os.url, '--query-type', 'elasticsearch']);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toEqual(docs.map((d) => d.message));
+  }, 300_000);
 });

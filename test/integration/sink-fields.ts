@@ -1,4 +1,5 @@
 import type { SinkType } from '../../src/contract/env.ts';
+import { DOCUMENT_FIELDS, LOKI_FIELDS, OTLP_ATTRIBUTES } from '../../src/contract/record.ts';
 
 /**
  * Where each sink's metadata lands once VictoriaLogs has ingested it. The
@@ -18,23 +19,23 @@ export interface Fields {
   id: string;
 }
 
-const DOCUMENT: Fields = {
-  namespace: 'k8s.namespace.name',
-  pod: 'k8s.pod.name',
-  uid: 'k8s.pod.uid',
-  container: 'k8s.container.name',
-  restart: 'k8s.container.restart_count',
-  job: 'k8s.job.name',
-  node: 'k8s.node.name',
-  stream: 'stream',
-  id: 'id',
-};
+const of = (m: { namespace: string; pod: string; podUid: string; container: string; restart: string; job: string; node: string; stream: string; id: string }): Fields => ({
+  namespace: m.namespace,
+  pod: m.pod,
+  uid: m.podUid,
+  container: m.container,
+  restart: m.restart,
+  job: m.job,
+  node: m.node,
+  stream: m.stream,
+  id: m.id,
+});
 
 export const FIELDS: Partial<Record<SinkType, Fields>> = {
-  http: DOCUMENT,
-  elasticsearch: DOCUMENT,
-  loki: { namespace: 'namespace', pod: 'pod', uid: 'pod_uid', container: 'container', restart: 'restart_count', job: 'job', node: 'node', stream: 'stream', id: 'id' },
-  otlp: { ...DOCUMENT, stream: 'log.iostream', id: 'log.record.uid' },
+  http: of(DOCUMENT_FIELDS),
+  elasticsearch: of(DOCUMENT_FIELDS),
+  loki: of(LOKI_FIELDS),
+  otlp: of(OTLP_ATTRIBUTES),
 };
 
 export function fieldsOf(sink: SinkType): Fields {

@@ -24,6 +24,19 @@ describe('redactUrls', () => {
     const r = redactUrls(line);
     expect(JSON.parse(r)).toEqual({ msg: 'sidecar started', endpoint: 'http://***@logs/in?token=***', owner: 'ops@example.com' });
   });
+  it('hides a password that holds a quote, raw or JSON-escaped, and still stops at the quote that closes a string', () => {
+    expect(redactUrls('https://svc-user:Pa"ssw0rd@vl.logging:9428/x')).toBe('https://***@vl.logging:9428/x');
+    expect(redactUrls('endpoint "https://svc-user:Pa"ssw0rd@vl:9428" ignored')).toBe('endpoint "https://***@vl:9428" ignored');
+    expect(redactUrls('https://u:pass"@vl:9428')).toBe('https://***@vl:9428');
+    expect(redactUrls('https://u:Pa",ss@vl:9428 ignored')).toBe('https://***@vl:9428 ignored');
+    const line = JSON.stringify({ msg: 'sink', endpoint: 'https://svc-user:Pa"ssw0rd@vl:9428/in', owner: 'ops@example.com' });
+    const r = redactUrls(line);
+    expect(r).not.toContain('ssw0rd');
+    expect(JSON.parse(r)).toEqual({ msg: 'sink', endpoint: 'https://***@vl:9428/in', owner: 'ops@example.com' });
+    // As an admission warning shows it: redacted, then quoted.
+    const warning = `Job annotation jobharvest.io/endpoint=${JSON.stringify(redactUrls('https://svc-user:Pa"ssw0rd@vl:9428'))} ignored`;
+    expect(warning).not.toContain('Pa');
+  });
   it('hides the whole password of a URL object, whose parser escaped the inner @', () => {
     const u = new URL('http://alice:S3cr@tPassw0rd@logs');
     expect(redactUrls(u.href)).toBe('http://***@logs/');

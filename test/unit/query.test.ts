@@ -1,14 +1,16 @@
 import fc from 'fast-check';
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ElasticsearchClient, parseHits, searchBody } from '../../src/query/elasticsearch.ts';
 import { LokiClient, logqlSelector, parseQueryRange } from '../../src/query/loki.ts';
 import { pager } from '../../src/query/pager.ts';
 import { notQueryable, resolveTarget } from '../../src/query/resolve.ts';
-import { compareLines, formatTimeNs, parseTimeNs, type LogLine } from '../../src/query/types.ts';
-import { FIELD_MAPS, logsqlFilter } from '../../src/query/victorialogs.ts';
+import { compareLines, compareNatural, formatTimeNs, parseTimeNs, type LogLine } from '../../src/query/types.ts';
+import { FIELD_MAPS, logsqlFilter, VictoriaLogsClient } from '../../src/query/victorialogs.ts';
 
 const fixture = (name: string) => readFileSync(new URL(`../fixtures/query/${name}`, import.meta.url), 'utf8');
 
@@ -59,51 +61,87 @@ describe('time and order', () => {
   });
 });
 
+describe('natural order of record ids', () => {
+  it('compares digit runs as numbers, as VictoriaLogs sorts strings, so server pages and local sorts agree', () => {
+    const ids = ['p10-1', 'p9-10', 'p9-9', 'p9-09', 'q-0', 'P-5', 'p9x-1'];
+    expect([...ids].sort(compareNatural)).toEqual(['P-5', 'p9-9', 'p9-09', 'p9-10', 'p9x-1', 'p10-1', 'q-0']);
+    expect(compareNatural('a', 'a')).toBe(0);
+  });
+});
+
 describe('pager', () => {
-  /** A server that sorts by a coarse key and cuts pages after a cursor, as VictoriaLogs (start) and Elasticsearch (search_after) do. */
-  function server(all: LogLine[], coarse: (l: LogLine) => bigint) {
-    const sorted = [...all].sort((a, b) => (coarse(a) < coarse(b) ? -1 : coarse(a) > coarse(b) ? 1 : 0));
+  const byIdText = (a: LogLine, b: LogLine) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+  /**
+   * A server that sorts by a coarse key, then by the record id (in `tie`
+   * order), and resumes strictly after a complete cursor (key, id), as
+   * Elasticsearch's search_after and VictoriaLogs' sort by (_time, id) do.
+   */
+  function server(all: LogLine[], coarse: (l: LogLine) => bigint, tie: (a: LogLine, b: LogLine) => number = byIdText) {
+    const order = (a: LogLine, b: LogLine) => (coarse(a) < coarse(b) ? -1 : coarse(a) > coarse(b) ? 1 : tie(a, b));
+    const sorted = [...all].sort(order);
     let pages = 0;
     let maxRows = 0;
-    const fetch = async (after: bigint | undefined, limit: number) => {
+    const fetch = async (after: LogLine | undefined, limit: number) => {
       pages++;
       maxRows = Math.max(maxRows, limit);
-      const rows = sorted.filter((l) => after === undefined || coarse(l) > after).slice(0, limit);
-      return { rows: rows.map((l) => ({ line: l, key: coarse(l), cursor: coarse(l) })) };
+      const rows = sorted.filter((l) => after === undefined || order(l, after) > 0).slice(0, limit);
+      return { rows: rows.map((l) => ({ line: l, key: coarse(l), cursor: l })) };
     };
     return { fetch, stats: () => ({ pages, maxRows }) };
   }
 
-  it('yields every line exactly once in CRI order, whatever the page size and however many lines share a key', async () => {
+  const lines = fc.array(fc.record({ t: fc.integer({ min: 0, max: 30 }), file: fc.constantFrom('a', 'b', 'c') }), { maxLength: 200 }).map((specs) => {
+    const offsets: Record<string, number> = {};
+    return specs.map((s) => {
+      offsets[s.file] = (offsets[s.file] ?? 0) + 1 + (s.t % 7);
+      return line(BigInt(s.t) * 1000n + BigInt(s.t % 3), `${s.file}-${offsets[s.file]}`);
+    });
+  });
+
+  it('yields every line exactly once in CRI order, whatever the page size and however many lines share a key, in pages never larger than asked', async () => {
     await fc.assert(
-      fc.asyncProperty(
-        fc.array(fc.record({ t: fc.integer({ min: 0, max: 30 }), file: fc.constantFrom('a', 'b', 'c') }), { maxLength: 200 }),
-        fc.integer({ min: 1, max: 17 }),
-        fc.boolean(),
-        async (specs, pageSize, coarseMs) => {
-          const offsets: Record<string, number> = {};
-          const all = specs.map((s) => {
-            offsets[s.file] = (offsets[s.file] ?? 0) + 1 + (s.t % 7);
-            return line(BigInt(s.t) * 1000n + BigInt(s.t % 3), `${s.file}-${offsets[s.file]}`);
-          });
-          const { fetch } = server(all, coarseMs ? (l) => l.ns / 1000n : (l) => l.ns);
-          const got = await collect(pager(fetch, pageSize));
-          expect(got.map((l) => l.id)).toEqual([...all].sort(compareLines).map((l) => l.id));
-        },
-      ),
+      fc.asyncProperty(lines, fc.integer({ min: 1, max: 17 }), fc.constantFrom('ms', 'ns', 'exact'), async (all, pageSize, kind) => {
+        // ms: a date field (Elasticsearch); ns with ids in text order; exact: the server already sorts ties as CRI order does.
+        const s = kind === 'ms' ? server(all, (l) => l.ns / 1000n) : kind === 'ns' ? server(all, (l) => l.ns) : server(all, (l) => l.ns, compareLines);
+        const got = await collect(pager(s.fetch, pageSize, { ties: kind === 'exact' ? 'exact' : 'any', cursor: 'complete' }));
+        expect(got.map((l) => l.id)).toEqual([...all].sort(compareLines).map((l) => l.id));
+        expect(s.stats().maxRows).toBeLessThanOrEqual(pageSize);
+      }),
       { numRuns: 200 },
     );
   });
 
-  it('asks for pages no larger than the page size unless one key outnumbers it', async () => {
+  it('never asks for a page larger than the page size, even when every line shares one key', async () => {
     const all = Array.from({ length: 1000 }, (_, i) => line(BigInt(i), `a-${i}`));
     const s = server(all, (l) => l.ns);
-    expect(await collect(pager(s.fetch, 100))).toHaveLength(1000);
+    expect(await collect(pager(s.fetch, 100, { ties: 'any', cursor: 'complete' }))).toHaveLength(1000);
     expect(s.stats().maxRows).toBe(100);
     const burst = [...all, ...Array.from({ length: 250 }, (_, i) => line(2000n, `b-${i}`))];
     const b = server(burst, (l) => l.ns);
-    expect(await collect(pager(b.fetch, 100))).toHaveLength(1250);
-    expect(b.stats().maxRows).toBe(400);
+    expect(await collect(pager(b.fetch, 100, { ties: 'any', cursor: 'complete' }))).toHaveLength(1250);
+    expect(b.stats().maxRows).toBe(100);
+    // 5,000 lines in one millisecond, written by two files at distinct nanoseconds: read in pages of 100, in CRI order.
+    const oneMs = Array.from({ length: 5000 }, (_, i) => line(7_000_000n + BigInt(i * 100), `${i % 2 ? 'z' : 'a'}-${i * 3}`));
+    const m = server(oneMs, (l) => l.ns / 1_000_000n);
+    const got = await collect(pager(m.fetch, 100, { ties: 'any', cursor: 'complete' }));
+    expect(got.map((l) => l.id)).toEqual(oneMs.map((l) => l.id));
+    expect(m.stats().maxRows).toBe(100);
+    const exact = server(oneMs, (l) => l.ns / 1_000_000n, compareLines);
+    expect((await collect(pager(exact.fetch, 100, { ties: 'exact', cursor: 'complete' }))).map((l) => l.id)).toEqual(oneMs.map((l) => l.id));
+    expect(exact.stats().pages).toBe(51);
+  });
+
+  it('with a cursor that only resumes after a whole key (Loki), refuses a key that outnumbers the page instead of growing it', async () => {
+    const all = [line(1n, 'a-0'), ...Array.from({ length: 150 }, (_, i) => line(5n, `b-${i}`)), line(9n, 'c-0')];
+    const sorted = [...all];
+    let maxRows = 0;
+    const fetch = async (after: bigint | undefined, limit: number) => {
+      maxRows = Math.max(maxRows, limit);
+      return { rows: sorted.filter((l) => after === undefined || l.ns > after).slice(0, limit).map((l) => ({ line: l, key: l.ns, cursor: l.ns })) };
+    };
+    await expect(collect(pager(fetch, 100, { ties: 'any', cursor: 'key' }))).rejects.toThrow(/more than 100 lines share the timestamp 1970-01-01T00:00:00.000000005Z/);
+    expect(maxRows).toBe(100);
+    expect(await collect(pager(fetch, 200, { ties: 'any', cursor: 'key' }))).toHaveLength(152);
   });
 });
 
@@ -113,6 +151,32 @@ describe('VictoriaLogs LogsQL', () => {
       'namespace:="team-a" job:="x\\" | delete" container:in("main","init")',
     );
     expect(logsqlFilter({ namespace: 'n', job: 'j', pod: 'j-abc' }, FIELD_MAPS.document)).toBe('k8s.namespace.name:="n" k8s.job.name:="j" k8s.pod.name:="j-abc"');
+  });
+});
+
+describe('VictoriaLogs paging', () => {
+  it('pages through a burst at one nanosecond in bounded pages, resuming after (timestamp, id)', async () => {
+    // 30 lines before, 120 at one nanosecond from two files, 30 after; VictoriaLogs sorts strings naturally.
+    const natural = new Intl.Collator('en', { numeric: true });
+    const rows = [
+      ...Array.from({ length: 30 }, (_, i) => line(1000n + BigInt(i), `a-${i}`)),
+      ...Array.from({ length: 120 }, (_, i) => line(5000n, `${i % 2 ? 'b' : 'c'}-${i}`)),
+      ...Array.from({ length: 30 }, (_, i) => line(9000n + BigInt(i), `d-${i}`)),
+    ].sort((a, b) => (a.ns < b.ns ? -1 : a.ns > b.ns ? 1 : natural.compare(a.id, b.id)));
+    const limits: number[] = [];
+    const { url } = await serve((req, raw) => {
+      const p = new URLSearchParams(raw);
+      const query = p.get('query')!;
+      const start = parseTimeNs(p.get('start')!) ?? 0n;
+      const m = /\| sort by \(_time, id\)(?: offset (\d+))? limit (\d+) \|/.exec(query);
+      if (req.url !== '/select/logsql/query' || !m) return { status: 400, body: `this server reads sort by (_time, id) [offset N] limit M only: ${query}` };
+      limits.push(Number(m![2]));
+      const page = rows.filter((r) => r.ns >= start).slice(Number(m![1] ?? 0), Number(m![1] ?? 0) + Number(m![2]));
+      return { body: page.map((r) => JSON.stringify({ _time: formatTimeNs(r.ns), _msg: r.message, pod: r.pod, container: r.container, restart_count: String(r.restart), stream: r.stream, id: r.id })).join('\n') };
+    });
+    const got = await collect(new VictoriaLogsClient(url, FIELD_MAPS.loki).lines({ namespace: 'n', job: 'j' }, 25));
+    expect(got.map((l) => l.id)).toEqual(rows.map((r) => r.id));
+    expect(Math.max(...limits)).toBeLessThanOrEqual(25);
   });
 });
 
@@ -158,7 +222,8 @@ describe('Loki query_range', () => {
       return { body: JSON.stringify({ status: 'success', data: { resultType: 'streams', result } }) };
     });
     const client = new LokiClient(`${url}/loki`, { credentials: { username: 'reader', password: 'pw' } }, 'team-a', () => 1764574900000000000n);
-    const got = await collect(client.lines({ namespace: 'team-a', job: 'nightly' }, 2));
+    // Pages of 6: the tie group is held back from the first page and read whole with the second.
+    const got = await collect(client.lines({ namespace: 'team-a', job: 'nightly' }, 6));
     expect(got.map((l) => l.message)).toEqual(['attempt 0 line 1', 'warning: slow disk', 'attempt 0 line 2', 'attempt 1 line 1', 'T-0', 'T-1', 'T-2', 'T-3', 'T-4']);
     expect(seen[0]!.headers['x-scope-orgid']).toBe('team-a');
     expect(seen[0]!.headers.authorization).toBe(`Basic ${Buffer.from('reader:pw').toString('base64')}`);
@@ -166,6 +231,52 @@ describe('Loki query_range', () => {
     expect(first.get('end')).toBe('1764574900000000001');
     // Within Loki's default max_query_length of 721h.
     expect(first.get('start')).toBe(String(1764574900000000001n - 720n * 3600n * 1_000_000_000n));
+  });
+});
+
+describe('Loki tail', () => {
+  /** A websocket endpoint that answers the handshake and sends `messages` as text frames, as Loki's /loki/api/v1/tail does. */
+  async function tailServer(messages: (req: IncomingMessage) => string[]): Promise<{ url: string; seen: IncomingMessage[] }> {
+    const seen: IncomingMessage[] = [];
+    const server = createServer();
+    server.on('upgrade', (req: IncomingMessage, socket: Duplex) => {
+      seen.push(req);
+      const accept = createHash('sha1').update(`${req.headers['sec-websocket-key']}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
+      socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`);
+      setTimeout(() => {
+        for (const m of messages(req)) {
+          const payload = Buffer.from(m, 'utf8');
+          const head = payload.length < 126 ? Buffer.from([0x81, payload.length]) : Buffer.from([0x81, 126, payload.length >> 8, payload.length & 255]);
+          socket.write(Buffer.concat([head, payload]));
+        }
+      }, 20);
+      // A close frame from the client ends the connection.
+      socket.on('data', (d: Buffer) => void ((d[0]! & 0x0f) === 8 && socket.end()));
+      socket.on('error', () => undefined);
+    });
+    servers.push(server);
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, seen };
+  }
+
+  it('reads the entries of each message in order, with the labels and structured metadata, tenant and credentials sent', async () => {
+    const msg = (entries: Array<[number, string, string]>) =>
+      JSON.stringify({ streams: [{ stream: { namespace: 'n', job: 'j', pod: 'p', container: 'main', stream: 'stdout' }, values: entries.map(([t, l, id]) => [String(t), l, { structuredMetadata: { restart_count: '0', id, node: 'node-a' } }]) }], dropped_entries: null });
+    const { url, seen } = await tailServer(() => [msg([[2, 'second', 'a-10'], [1, 'first', 'a-0']]), msg([[3, 'third', 'a-20']])]);
+    const client = new LokiClient(url, { credentials: { token: 't0ken' } }, 'team-a');
+    const ac = new AbortController();
+    const got: LogLine[] = [];
+    for await (const l of client.tail!({ namespace: 'n', job: 'j' }, { fromNs: 1n, lagMs: 5000, refreshMs: 1000, nowMs: 0, signal: ac.signal })) {
+      got.push(l);
+      if (got.length === 3) ac.abort();
+    }
+    expect(got.map((l) => [l.ns, l.message, l.id, l.node])).toEqual([[1n, 'first', 'a-0', 'node-a'], [2n, 'second', 'a-10', 'node-a'], [3n, 'third', 'a-20', 'node-a']]);
+    const u = new URL(seen[0]!.url!, 'http://x');
+    expect(u.pathname).toBe('/loki/api/v1/tail');
+    expect(u.searchParams.get('query')).toBe('{namespace="n", job="j"}');
+    expect([u.searchParams.get('start'), u.searchParams.get('delay_for')]).toEqual(['1', '5']);
+    expect(seen[0]!.headers.authorization).toBe('Bearer t0ken');
+    expect(seen[0]!.headers['x-scope-orgid']).toBe('team-a');
   });
 });
 
@@ -188,7 +299,7 @@ describe('Elasticsearch/OpenSearch _search', () => {
     const body = searchBody({ namespace: 'n', job: 'j', containers: ['main'], fromNs: 1764574800000000123n }, 500, [1, 'a-1']);
     expect(body).toMatchObject({
       size: 500,
-      sort: [{ '@timestamp': { order: 'asc' } }, { 'id.keyword': { order: 'asc' } }],
+      sort: [{ '@timestamp': { order: 'asc', unmapped_type: 'date' } }, { 'id.keyword': { order: 'asc', unmapped_type: 'keyword' } }],
       search_after: [1, 'a-1'],
       query: { bool: { filter: [{ term: { 'k8s.namespace.name.keyword': 'n' } }, { term: { 'k8s.job.name.keyword': 'j' } }, { terms: { 'k8s.container.name.keyword': ['main'] } }, { range: { '@timestamp': { gte: '2025-12-01T07:40:00.000000123Z' } } }] } },
     });
@@ -203,7 +314,7 @@ describe('Elasticsearch/OpenSearch _search', () => {
     const key = (d: (typeof docs)[number]): [number, string] => [Math.floor(Number(parseTimeNs(d['@timestamp'])! / 1_000_000n)), d.id];
     const sorted = [...docs].sort((a, b) => key(a)[0] - key(b)[0] || (key(a)[1] < key(b)[1] ? -1 : 1));
     const { url, seen } = await serve((req, raw) => {
-      expect(req.url).toBe('/logs-jobs/_search');
+      expect(req.url).toBe('/logs-jobs/_search?ignore_unavailable=true&allow_no_indices=true');
       const body = JSON.parse(raw) as { size: number; search_after?: [number, string] };
       const after = body.search_after;
       const rest = sorted.filter((d) => !after || key(d)[0] > after[0] || (key(d)[0] === after[0] && key(d)[1] > after[1]));
@@ -213,6 +324,7 @@ describe('Elasticsearch/OpenSearch _search', () => {
     const got = await collect(client.lines({ namespace: 'n', job: 'j' }, 7));
     expect(got.map((l) => l.message)).toEqual(docs.map((d) => d.message));
     expect(seen.length).toBeGreaterThan(5);
+    expect(seen.map((r) => (JSON.parse(r.body) as { size: number }).size).filter((n) => n > 7)).toEqual([]);
     expect(seen[0]!.headers.authorization).toBe('Bearer t0ken');
   });
 });

@@ -1,0 +1,114 @@
+import { parse as parseYaml } from 'yaml';
+import { parseConfig, type Config } from '../../core/config.ts';
+import { DELIVERY_ANNOTATION } from '../../harvester/report.ts';
+import { ERROR_CODES, JobharvestError } from '../../core/errors.ts';
+import type { LogsOptions } from './options.ts';
+
+/** What the cluster told the command. Every part may be missing: each read may fail on its own. */
+export interface ClusterView {
+  namespace: string;
+  job?: { annotations: Record<string, string>; template: Record<string, string>; uid?: string; containers: string[]; createdMs?: number };
+  jobFound: 'exists' | 'gone' | 'unreadable';
+  namespaceAnnotations?: Record<string, string>;
+  namespaceNote: string;
+  config?: Config;
+  configNote: string;
+  /** Reads a Secret of the Job's namespace with the user's kubeconfig; undefined when it cannot. */
+  secret: (name: string) => Promise<Record<string, string> | undefined>;
+  /** Where the Job is now, for --follow; absent when there is no cluster to ask. */
+  jobState?: () => Promise<JobState>;
+}
+
+/**
+ * A Job as --follow sees it: `running`; `finished` (Complete or Failed) with
+ * no delivery record yet; `delivered`, the delivery report annotation written
+ * once its pods are done; `gone` (deleted, or replaced by another Job of the
+ * same name); `unknown` when it cannot be read.
+ */
+export type JobState = 'running' | 'finished' | 'delivered' | 'gone' | 'unknown';
+
+export function jobStateOf(job: { metadata?: { uid?: string; annotations?: Record<string, string> }; status?: { conditions?: Array<{ type: string; status: string }> } }, uid: string | undefined): JobState {
+  if (uid !== undefined && job.metadata?.uid !== uid) return 'gone';
+  if (job.metadata?.annotations?.[DELIVERY_ANNOTATION] !== undefined) return 'delivered';
+  const finished = job.status?.conditions?.some((c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True');
+  return finished ? 'finished' : 'running';
+}
+
+/**
+ * Reads what the cluster knows: the Job, its namespace and the installed
+ * chart's ConfigMap. Every read may fail (gone, forbidden, no cluster at all);
+ * each failure only removes one level of configuration. Secrets are read
+ * later, and only those the resolution allows.
+ */
+export async function readCluster(o: Pick<LogsOptions, 'kubeconfig' | 'context' | 'namespace' | 'job' | 'chartNamespace'>): Promise<ClusterView> {
+  const k8s = await import('@kubernetes/client-node');
+  const kc = new k8s.KubeConfig();
+  try {
+    if (o.kubeconfig) kc.loadFromFile(o.kubeconfig);
+    else kc.loadFromDefault();
+    if (o.context) kc.setCurrentContext(o.context);
+  } catch (e) {
+    if (o.kubeconfig) throw new JobharvestError(ERROR_CODES.BAD_INPUT, `--kubeconfig ${o.kubeconfig}: ${(e as Error).message}`);
+  }
+  const ctxNs = kc.getContextObject(kc.getCurrentContext())?.namespace;
+  const ns = o.namespace ?? ctxNs ?? 'default';
+  const view: ClusterView = { namespace: ns, jobFound: 'unreadable', namespaceNote: '', configNote: '', secret: async () => undefined };
+  if (!kc.getCurrentCluster()) {
+    view.namespaceNote = view.configNote = 'no cluster in the kubeconfig';
+    return view;
+  }
+  const batch = kc.makeApiClient(k8s.BatchV1Api);
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  const why = (e: unknown) => {
+    const code = (e as { code?: number }).code;
+    return code === 404 ? 'not found' : code === 403 ? 'forbidden' : code ? `HTTP ${code}` : ((e as NodeJS.ErrnoException).code ?? 'unreachable');
+  };
+  const [jobR, nsR, cmR] = await Promise.allSettled([
+    batch.readNamespacedJob({ name: o.job, namespace: ns }),
+    core.readNamespace({ name: ns }),
+    core.listNamespacedConfigMap({ namespace: o.chartNamespace, labelSelector: 'app.kubernetes.io/name=jobharvest' }),
+  ]);
+  if (jobR.status === 'fulfilled') {
+    const j = jobR.value;
+    const uid = j.metadata?.uid;
+    view.jobState = async () => {
+      try {
+        return jobStateOf(await batch.readNamespacedJob({ name: o.job, namespace: ns }), uid);
+      } catch (e) {
+        return (e as { code?: number }).code === 404 ? 'gone' : 'unknown';
+      }
+    };
+    view.jobFound = 'exists';
+    view.job = {
+      annotations: j.metadata?.annotations ?? {},
+      template: j.spec?.template.metadata?.annotations ?? {},
+      uid: j.metadata?.uid,
+      containers: (j.spec?.template.spec?.containers ?? []).map((c) => c.name),
+      ...(j.metadata?.creationTimestamp ? { createdMs: new Date(j.metadata.creationTimestamp).getTime() } : {}),
+    };
+  } else {
+    view.jobFound = (jobR.reason as { code?: number }).code === 404 ? 'gone' : 'unreadable';
+  }
+  if (nsR.status === 'fulfilled') view.namespaceAnnotations = nsR.value.metadata?.annotations ?? {};
+  else view.namespaceNote = `namespace ${ns}: ${why(nsR.reason)}`;
+  if (cmR.status === 'fulfilled') {
+    const cm = cmR.value.items.find((c) => c.data?.['config.yaml'] !== undefined);
+    if (cm) {
+      try {
+        view.config = parseConfig(parseYaml(cm.data!['config.yaml']!) ?? {});
+        view.configNote = `ConfigMap ${o.chartNamespace}/${cm.metadata?.name}`;
+      } catch (e) {
+        view.configNote = `ConfigMap ${o.chartNamespace}/${cm.metadata?.name} ignored: ${(e as Error).message}`;
+      }
+    } else view.configNote = `no jobharvest ConfigMap in namespace ${o.chartNamespace}`;
+  } else view.configNote = `chart ConfigMap in ${o.chartNamespace}: ${why(cmR.reason)}`;
+  view.secret = async (name) => {
+    try {
+      const s = await core.readNamespacedSecret({ name, namespace: ns });
+      return Object.fromEntries(Object.entries(s.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
+    } catch {
+      return undefined;
+    }
+  };
+  return view;
+}
