@@ -121,8 +121,12 @@ export function inject({ job: input, settings, mode, ttlSecondsAfterFinished, co
     defaultContainer,
   };
   job.metadata.annotations = { ...(job.metadata.annotations ?? {}), [ANNOTATIONS.status]: JSON.stringify(status) };
-  // A link the user already set (or an earlier invocation wrote) stays.
-  if (config.logsUrlTemplate && job.metadata.annotations[ANNOTATIONS.logsUrl] === undefined) {
+  // The link is jobharvest's to write: one set in advance (by a tenant, say)
+  // would be shown as where jobharvest put the logs. A reinvocation never
+  // gets here (the status annotation makes it a skip), so nothing of ours is lost.
+  const preset = job.metadata.annotations[ANNOTATIONS.logsUrl];
+  if (preset !== undefined) delete job.metadata.annotations[ANNOTATIONS.logsUrl];
+  if (config.logsUrlTemplate) {
     const created = job.metadata.creationTimestamp ? Date.parse(String(job.metadata.creationTimestamp)) : undefined;
     const url = renderLogsUrl(config.logsUrlTemplate, {
       namespace: job.metadata.namespace ?? '',
@@ -132,6 +136,9 @@ export function inject({ job: input, settings, mode, ttlSecondsAfterFinished, co
       to: undefined,
     });
     if (url !== undefined) job.metadata.annotations[ANNOTATIONS.logsUrl] = url;
+  }
+  if (preset !== undefined && job.metadata.annotations[ANNOTATIONS.logsUrl] !== preset) {
+    warnings.push(`the annotation ${ANNOTATIONS.logsUrl} set on the Job is ${job.metadata.annotations[ANNOTATIONS.logsUrl] === undefined ? 'removed' : 'replaced'}: jobharvest writes that link itself`);
   }
   return { job, warnings };
 }

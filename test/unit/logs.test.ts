@@ -419,10 +419,15 @@ describe('the jobharvest.io/logs-url annotation', () => {
     expect(renderLogsUrl('https://x/{uid}?to={to}', { namespace: 'n', job: 'j', uid: 'u-1', from: 1, to: 2 })).toBe('https://x/u-1?to=2');
   });
 
-  it('keeps a link the Job already has, and is absent without a template', () => {
-    expect(admit(job({ name: 'x', annotations: { 'jobharvest.io/logs-url': 'https://mine' } })).job.metadata?.annotations?.['jobharvest.io/logs-url']).toBe('https://mine');
-    const plain = mutateJob(job({ name: 'x' }), { config: parseConfig({ sink: { type: 'loki', endpoint: 'http://loki:3100' } }), namespace: { name: 'team-a', annotations: { 'jobharvest.io/inject': 'enabled' } } });
-    expect(plain.job.metadata?.annotations?.['jobharvest.io/logs-url']).toBeUndefined();
+  it("replaces a link set in advance (a tenant's would pass for jobharvest's), with a warning; absent without a template", () => {
+    const preset = admit(job({ name: 'x', annotations: { 'jobharvest.io/logs-url': 'https://phish.example/login' } }));
+    expect(preset.job.metadata?.annotations?.['jobharvest.io/logs-url']).toBe('https://grafana.example/explore?ns=team-a&job=x&from=1764574800000&to=now');
+    expect(preset.warnings).toContainEqual(expect.stringContaining('jobharvest.io/logs-url set on the Job is replaced'));
+    const plainConfig = { config: parseConfig({ sink: { type: 'loki', endpoint: 'http://loki:3100' } }), namespace: { name: 'team-a', annotations: { 'jobharvest.io/inject': 'enabled' } } };
+    expect(mutateJob(job({ name: 'x' }), plainConfig).job.metadata?.annotations?.['jobharvest.io/logs-url']).toBeUndefined();
+    const removed = mutateJob(job({ name: 'x', annotations: { 'jobharvest.io/logs-url': 'https://phish.example/login' } }), plainConfig);
+    expect(removed.job.metadata?.annotations?.['jobharvest.io/logs-url']).toBeUndefined();
+    expect(removed.warnings).toContainEqual(expect.stringContaining('is removed'));
   });
 
   it('refuses a template with an unknown placeholder at configuration time', () => {

@@ -1,6 +1,6 @@
 import { parse as parseYaml } from 'yaml';
 import { parseConfig, type Config } from '../../core/config.ts';
-import { DELIVERY_ANNOTATION } from '../../harvester/report.ts';
+import { DELIVERY_ANNOTATION } from '../../contract/harvest.ts';
 import { ERROR_CODES, JobharvestError } from '../../core/errors.ts';
 import type { LogsOptions } from './options.ts';
 
