@@ -21,7 +21,10 @@
 //     harvester's requests open at the server at once (each counted from the
 //     request's arrival until its connection is done with the answer).
 //   - Memory: VmHWM (peak RSS) of the harvester's node process, from
-//     /proc/<pid>/status (tsx starts it as a child).
+//     /proc/<pid>/status. It runs the bundle, `node dist/harvester.mjs`, as the
+//     image does; HARVESTER_TSX=1 runs harvester/entry.ts under tsx instead (the
+//     e2e tests' way), whose node child (pgrep -P) carries the transpiler too:
+//     about 90 MiB more at idle.
 //   - Admission: N Job creations through the API server with the webhook, one
 //     at a time, before the 200 Jobs (baseline) and again while the harvests
 //     run (after every Job has finished, so the kubelet's pods do not weigh on
@@ -31,8 +34,9 @@
 // `admission_p50_ms=… admission_p99_ms=… baseline_p50_ms=… baseline_p99_ms=… ratio_p99=…`.
 // Bounded (RUN_LIMIT_MS); everything it started is stopped, on failure too.
 import { BatchV1Api, CoreV1Api, Watch, type V1Job } from '@kubernetes/client-node';
-import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { createWriteStream, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DELIVERY_ANNOTATION, HOLD_ANNOTATION } from '../../src/contract/harvest.ts';
@@ -53,6 +57,9 @@ const RUN_LIMIT_MS = 8 * 60_000;
 const NAME = 'hvbench';
 const WORK_NS = `${NAME}-work`;
 const ADMIT_NS = 'hvbench-admission';
+
+const TSX = process.env.HARVESTER_TSX === '1';
+const ROOT = new URL('../../', import.meta.url).pathname;
 
 const t0 = Date.now();
 const log = (m: string) => console.log(`[harvester-bench ${((Date.now() - t0) / 1000).toFixed(1).padStart(6)} s] ${m}`);
@@ -123,8 +130,33 @@ class HostileServer {
   }
 }
 
-/** The harvester's node process: tsx runs it as its child. */
+/** The harvester as the image runs it: `node dist/harvester.mjs`, the same flags as test/support/harvester-process.ts gives. */
+function startBundledHarvester(info: Cluster, o: { name: string; signingKeyFile: string; destinationsFile: string; args: string[] }): HarvesterProcess {
+  const args = [join(ROOT, 'dist/harvester.mjs'), '--kubeconfig', info.kubeconfigPath, '--signing-key-file', o.signingKeyFile, '--destinations-file', o.destinationsFile, '--lease-name', `${o.name}-harvester`, ...o.args];
+  const logPath = join(info.logsDir, `harvester-${o.name}-${Date.now()}.log`);
+  const out = createWriteStream(logPath, { flags: 'a' });
+  const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, POD_NAMESPACE: WEBHOOK_NAMESPACE, POD_NAME: `${o.name}-${process.pid}` } });
+  child.stdout!.pipe(out);
+  child.stderr!.pipe(out);
+  let exitCode: number | null | undefined;
+  child.once('exit', (code, signal) => (exitCode = code ?? (signal ? -1 : 0)));
+  return {
+    child,
+    logPath,
+    exited: () => exitCode !== undefined,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (exitCode !== undefined) return resolve();
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+        setTimeout(() => child.kill('SIGKILL'), 5000).unref();
+      }),
+  };
+}
+
+/** The harvester's node process: the bundle's is the child itself; tsx runs harvester/entry.ts as its child. */
 function harvesterPid(h: HarvesterProcess): number {
+  if (!TSX) return h.child.pid!;
   const tsx = h.child.pid!;
   try {
     const kids = execFileSync('pgrep', ['-P', String(tsx)], { encoding: 'utf8' }).split('\n').filter(Boolean).map(Number);
@@ -193,7 +225,8 @@ async function main(): Promise<void> {
       destinationsFile: destinationsFile(info, NAME, [{ name: 'hostile', sink: 'http', endpoint, allow: ['loopback'] }]),
     };
     webhook = await startWebhook(info, { name: `jobharvest-${NAME}`, failurePolicy: 'Fail', args: [...Stack.webhookArgs({ name: NAME }), '--signing-key-file', files.signingKeyFile] });
-    harvester = startHarvester(info, { name: `jobharvest-${NAME}`, ...files, args: ['--max-hold-seconds', '1'] });
+    const hargs = { name: `jobharvest-${NAME}`, ...files, args: ['--max-hold-seconds', '1'] };
+    harvester = TSX ? startHarvester(info, hargs) : startBundledHarvester(cluster, hargs);
     kubelet = await TestKubelet.start({ cluster: info, namespaces: (ns) => ns === WORK_NS, restartBackoffMs: 300 });
     const annotations = {
       'jobharvest.io/inject': 'enabled',
@@ -221,7 +254,7 @@ async function main(): Promise<void> {
     }
     let hwmKiB = 0;
     rssTimer = setInterval(() => (hwmKiB = Math.max(hwmKiB, statusKiB(pid, 'VmHWM') ?? 0)), 500);
-    log(`harvester: node process ${pid}; webhook at ${webhook.url}`);
+    log(`harvester: node process ${pid} (${TSX ? 'harvester/entry.ts under tsx' : 'dist/harvester.mjs'}); webhook at ${webhook.url}`);
 
     // The API server picks the webhook configuration up from an informer: wait until a Job comes back mutated.
     for (let i = 0; ; i++) {
