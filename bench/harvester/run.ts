@@ -56,7 +56,8 @@ const JOBS = Number(process.env.HARVEST_JOBS ?? 200);
 const ADMISSION_N = Number(process.env.ADMISSION_JOBS ?? 50);
 /** Jobs whose pods may run on the test kubelet at once while the 200 are created. */
 const RUNNING_AT_ONCE = 25;
-const BODY_MIB = 30;
+/** The 503 body for the harvester; HOSTILE_BODY_MIB=0 gives a control run with empty answers. */
+const BODY_MIB = Number(process.env.HOSTILE_BODY_MIB ?? 30);
 const LIMIT_MIB = 256;
 const RUN_LIMIT_MS = 8 * 60_000;
 const NAME = 'hvbench';
