@@ -1,0 +1,384 @@
+// `npm run bench:harvester`: the harvester against a hostile log server
+// (scenario 5 of the harvester's design): 200 Jobs need a harvest at once and
+// the approved destination answers every request with 503 and a 30 MiB body.
+//
+// On this machine, as processes: a real control plane (etcd, kube-apiserver,
+// kube-controller-manager), the webhook, one harvester (its own program,
+// default settings: concurrency 4, one request in flight per harvest) and the
+// test kubelet running the real sidecar. The 503 server runs in this process.
+//
+//   - The sidecars ship to the same server (its endpoint is the harvester's
+//     approved destination, allow ['loopback']) with a 1 s drain budget, so
+//     each ends with unsent lines and its Job is held and harvested. They get
+//     a short 503 body: only the harvester's requests (told apart by their
+//     User-Agent, `jobharvest-harvester (...)`) get the 30 MiB one, which keeps
+//     the run cheap on two cores.
+//   - The harvester runs with `--max-hold-seconds 1` (everything else is its
+//     default), so each harvest gives up after about 3 s and every Job is held,
+//     harvested and released within the run; the Jobs' own TTL (15 min) keeps
+//     the ones still queued.
+//   - Concurrency is observed from outside, at the server: a harvest is the
+//     span from the first to the end of the last of the harvester's requests
+//     for one pod (the pod named in the records of the body), and the figure
+//     is the most such spans overlapping at once. The most requests open at
+//     once (arrival to the end of the answer, sampled every 100 ms too) is
+//     logged beside it: one request in flight per harvest, but short ones
+//     rarely meet.
+//   - Memory: VmHWM (peak RSS) of the harvester's node process, from
+//     /proc/<pid>/status. It runs the bundle, `node dist/harvester.mjs`, as the
+//     image does; HARVESTER_TSX=1 runs harvester/entry.ts under tsx instead (the
+//     e2e tests' way), whose node child (pgrep -P) carries the transpiler too:
+//     about 90 MiB more at idle.
+//   - Admission: N Job creations through the API server with the webhook, one
+//     at a time, before the 200 Jobs (baseline) and again while the harvests
+//     run (after every Job has finished, so the kubelet's pods do not weigh on
+//     it); the Jobs are suspended, in a namespace no kubelet schedules.
+//
+// Prints `harvests=… concurrency=… peak_rss_MiB=… limit_MiB=256` and
+// `admission_p50_ms=… admission_p99_ms=… baseline_p50_ms=… baseline_p99_ms=… ratio_p99=…`.
+// Bounded (RUN_LIMIT_MS); everything it started is stopped, on failure too.
+import { BatchV1Api, CoreV1Api, Watch, type V1Job } from '@kubernetes/client-node';
+import { execFileSync, spawn } from 'node:child_process';
+import { createWriteStream, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { gunzipSync } from 'node:zlib';
+import { DELIVERY_ANNOTATION, HOLD_ANNOTATION } from '../../src/contract/harvest.ts';
+import { startCluster, type Cluster } from '../../test/harness/cluster/harness.ts';
+import { createLogReaderClusterRole, kubeConfigFor, shellJob, Stack, WEBHOOK_NAMESPACE } from '../../test/harness/kubelet/stack.ts';
+import { TestKubelet } from '../../test/harness/kubelet/kubelet.ts';
+import { destinationsFile, signingKeyFile, startHarvester, type HarvesterProcess } from '../../test/support/harvester-process.ts';
+import { ensureSidecarBundle } from '../../test/support/sidecar.ts';
+import { startWebhook, type WebhookProcess } from '../../test/support/webhook-process.ts';
+
+const JOBS = Number(process.env.HARVEST_JOBS ?? 200);
+const ADMISSION_N = Number(process.env.ADMISSION_JOBS ?? 50);
+/** Jobs whose pods may run on the test kubelet at once while the 200 are created. */
+const RUNNING_AT_ONCE = 25;
+/** The 503 body for the harvester; HOSTILE_BODY_MIB=0 gives a control run with empty answers. */
+const BODY_MIB = Number(process.env.HOSTILE_BODY_MIB ?? 30);
+const LIMIT_MIB = 256;
+const RUN_LIMIT_MS = 8 * 60_000;
+const NAME = 'hvbench';
+const WORK_NS = `${NAME}-work`;
+const ADMIT_NS = 'hvbench-admission';
+
+const TSX = process.env.HARVESTER_TSX === '1';
+const ROOT = new URL('../../', import.meta.url).pathname;
+
+const t0 = Date.now();
+const log = (m: string) => console.log(`[harvester-bench ${((Date.now() - t0) / 1000).toFixed(1).padStart(6)} s] ${m}`);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const fmt = (n: number, d = 1) => (Number.isFinite(n) ? n.toFixed(d) : 'n/a');
+
+function checkTime(what: string): void {
+  if (Date.now() - t0 > RUN_LIMIT_MS) throw new Error(`run limit (${RUN_LIMIT_MS / 1000} s) reached while ${what}`);
+}
+
+function quantile(sorted: number[], q: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!;
+}
+
+/** The 503 server: a 30 MiB answer to the harvester, a short one to everyone else. */
+class HostileServer {
+  active = 0;
+  peak = 0;
+  harvesterRequests = 0;
+  otherRequests = 0;
+  /** Peak of the count sampled every 100 ms, as a cross-check of the exact peak. */
+  sampledPeak = 0;
+  /** Per pod: when its first harvest request arrived and its last answer ended. */
+  readonly harvests = new Map<string, { first: number; last: number }>();
+  private readonly chunk = Buffer.alloc(1024 * 1024, 'x');
+  private readonly server = createServer((req, res) => this.handle(req, res));
+  private sampler: NodeJS.Timeout | undefined;
+
+  async start(): Promise<string> {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    this.sampler = setInterval(() => (this.sampledPeak = Math.max(this.sampledPeak, this.active)), 100);
+    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/ingest`;
+  }
+
+  /** The most harvests whose spans overlap. */
+  peakHarvests(): number {
+    const edges: Array<[number, number]> = [];
+    for (const h of this.harvests.values()) edges.push([h.first, 1], [h.last, -1]);
+    edges.sort((a, b) => a[0] - b[0] || b[1] - a[1]);
+    let open = 0;
+    let peak = 0;
+    for (const [, d] of edges) peak = Math.max(peak, (open += d));
+    return peak;
+  }
+
+  private handle(req: IncomingMessage, res: ServerResponse): void {
+    const ua = String(req.headers['user-agent'] ?? '');
+    if (!ua.startsWith('jobharvest-harvester')) {
+      req.resume();
+      this.otherRequests++;
+      res.writeHead(503, { 'content-type': 'text/plain' }).end('unavailable');
+      return;
+    }
+    const arrived = performance.now();
+    this.harvesterRequests++;
+    this.active++;
+    this.peak = Math.max(this.peak, this.active);
+    const body: Buffer[] = [];
+    req.on('data', (c: Buffer) => body.push(c));
+    let open = true;
+    const done = () => {
+      if (!open) return;
+      open = false;
+      this.active--;
+      let pod = '?';
+      try {
+        const raw = Buffer.concat(body);
+        const text = (req.headers['content-encoding'] === 'gzip' ? gunzipSync(raw) : raw).toString('utf8');
+        const doc = JSON.parse(text.slice(0, text.indexOf('\n') >>> 0)) as Record<string, unknown>;
+        pod = String(doc['k8s.pod.uid'] ?? doc['k8s.pod.name'] ?? '?');
+      } catch {
+        // not a body of records
+      }
+      const h = this.harvests.get(pod);
+      if (h) h.last = performance.now();
+      else this.harvests.set(pod, { first: arrived, last: performance.now() });
+    };
+    res.on('close', done);
+    res.writeHead(503, { 'content-type': 'text/plain', 'content-length': String(BODY_MIB * this.chunk.length) });
+    let sent = 0;
+    const pump = () => {
+      while (sent < BODY_MIB) {
+        sent++;
+        if (!res.write(this.chunk)) return void res.once('drain', pump);
+      }
+      res.end();
+    };
+    pump();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.sampler);
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+/** The harvester as the image runs it: `node dist/harvester.mjs`, the same flags as test/support/harvester-process.ts gives. */
+function startBundledHarvester(info: Cluster, o: { name: string; signingKeyFile: string; destinationsFile: string; args: string[] }): HarvesterProcess {
+  const args = [join(ROOT, 'dist/harvester.mjs'), '--kubeconfig', info.kubeconfigPath, '--signing-key-file', o.signingKeyFile, '--destinations-file', o.destinationsFile, '--lease-name', `${o.name}-harvester`, ...o.args];
+  const logPath = join(info.logsDir, `harvester-${o.name}-${Date.now()}.log`);
+  const out = createWriteStream(logPath, { flags: 'a' });
+  const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, POD_NAMESPACE: WEBHOOK_NAMESPACE, POD_NAME: `${o.name}-${process.pid}` } });
+  child.stdout!.pipe(out);
+  child.stderr!.pipe(out);
+  let exitCode: number | null | undefined;
+  child.once('exit', (code, signal) => (exitCode = code ?? (signal ? -1 : 0)));
+  return {
+    child,
+    logPath,
+    exited: () => exitCode !== undefined,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (exitCode !== undefined) return resolve();
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+        setTimeout(() => child.kill('SIGKILL'), 5000).unref();
+      }),
+  };
+}
+
+/** The harvester's node process: the bundle's is the child itself; tsx runs harvester/entry.ts as its child. */
+function harvesterPid(h: HarvesterProcess): number {
+  if (!TSX) return h.child.pid!;
+  const tsx = h.child.pid!;
+  try {
+    const kids = execFileSync('pgrep', ['-P', String(tsx)], { encoding: 'utf8' }).split('\n').filter(Boolean).map(Number);
+    const node = kids.find((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('harvester/entry.ts');
+      } catch {
+        return false;
+      }
+    });
+    if (node) return node;
+  } catch {
+    // no child (yet)
+  }
+  throw new Error(`no node child of tsx (${tsx}) running harvester/entry.ts`);
+}
+
+function statusKiB(pid: number, field: 'VmHWM' | 'VmRSS'): number | undefined {
+  try {
+    const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Creates Jobs one at a time through the API server (the webhook mutating each); latency per creation. */
+async function admission(batch: BatchV1Api, tag: string, n: number): Promise<number[]> {
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const body = shellJob(`${tag}-${i}`, { script: 'true' });
+    body.spec!.suspend = true;
+    const started = performance.now();
+    const job = await batch.createNamespacedJob({ namespace: ADMIT_NS, body });
+    out.push(performance.now() - started);
+    if (!(job.spec?.template.spec?.initContainers ?? []).some((c) => c.restartPolicy === 'Always')) throw new Error(`${tag}-${i} was not mutated by the webhook`);
+    await sleep(100);
+  }
+  return out.sort((a, b) => a - b);
+}
+
+const finished = (j: V1Job) => (j.status?.conditions ?? []).some((c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True');
+
+async function main(): Promise<void> {
+  ensureSidecarBundle();
+  const server = new HostileServer();
+  const endpoint = await server.start();
+  let cluster: Cluster | undefined;
+  let webhook: WebhookProcess | undefined;
+  let harvester: HarvesterProcess | undefined;
+  let kubelet: TestKubelet | undefined;
+  let watchReq: { abort(): void } | undefined;
+  let rssTimer: NodeJS.Timeout | undefined;
+  let failed = false;
+  try {
+    cluster = await startCluster({ log: () => {} });
+    const { processes: _p, stop: _s, ...info } = cluster;
+    log(`control plane: Kubernetes ${cluster.versions.kubernetes}; 503 server (${BODY_MIB} MiB answers to the harvester) at ${endpoint}`);
+    const kc = kubeConfigFor(info);
+    const core = kc.makeApiClient(CoreV1Api);
+    const batch = kc.makeApiClient(BatchV1Api);
+    await createLogReaderClusterRole(kc);
+    await core.createNamespace({ body: { metadata: { name: WEBHOOK_NAMESPACE } } });
+    const files = {
+      signingKeyFile: signingKeyFile(info, NAME),
+      destinationsFile: destinationsFile(info, NAME, [{ name: 'hostile', sink: 'http', endpoint, allow: ['loopback'] }]),
+    };
+    webhook = await startWebhook(info, { name: `jobharvest-${NAME}`, failurePolicy: 'Fail', args: [...Stack.webhookArgs({ name: NAME }), '--signing-key-file', files.signingKeyFile] });
+    const hargs = { name: `jobharvest-${NAME}`, ...files, args: ['--max-hold-seconds', '1'] };
+    harvester = TSX ? startHarvester(info, hargs) : startBundledHarvester(cluster, hargs);
+    kubelet = await TestKubelet.start({ cluster: info, namespaces: (ns) => ns === WORK_NS, restartBackoffMs: 300 });
+    const annotations = {
+      'jobharvest.io/inject': 'enabled',
+      'jobharvest.io/sink': 'http',
+      'jobharvest.io/endpoint': endpoint,
+      'jobharvest.io/drain-seconds': '1',
+      'jobharvest.io/ttl-seconds-after-finished': '900',
+    };
+    for (const name of [WORK_NS, ADMIT_NS]) await core.createNamespace({ body: { metadata: { name, annotations } } });
+    for (const name of [WORK_NS, ADMIT_NS]) {
+      for (;;) {
+        checkTime('waiting for the default ServiceAccounts');
+        if (await core.readNamespacedServiceAccount({ name: 'default', namespace: name }).then(() => true, () => false)) break;
+        await sleep(200);
+      }
+    }
+    let pid = 0;
+    while (!pid) {
+      checkTime('waiting for the harvester process');
+      try {
+        pid = harvesterPid(harvester);
+      } catch {
+        await sleep(200);
+      }
+    }
+    let hwmKiB = 0;
+    rssTimer = setInterval(() => (hwmKiB = Math.max(hwmKiB, statusKiB(pid, 'VmHWM') ?? 0)), 500);
+    log(`harvester: node process ${pid} (${TSX ? 'harvester/entry.ts under tsx' : 'dist/harvester.mjs'}); webhook at ${webhook.url}`);
+
+    // The API server picks the webhook configuration up from an informer: wait until a Job comes back mutated.
+    for (let i = 0; ; i++) {
+      checkTime('waiting for the webhook');
+      try {
+        await admission(batch, `probe${i}`, 1);
+        break;
+      } catch {
+        await sleep(200);
+      }
+    }
+    await admission(batch, 'warmup', 10);
+    const baseline = await admission(batch, 'baseline', ADMISSION_N);
+    log(`baseline admission: ${ADMISSION_N} Jobs, p50 ${fmt(quantile(baseline, 0.5))} ms, p99 ${fmt(quantile(baseline, 0.99))} ms; RSS of the idle harvester ${fmt((statusKiB(pid, 'VmRSS') ?? 0) / 1024)} MiB`);
+
+    // Held and released Jobs, as the watch delivers them.
+    const heldSeen = new Set<string>();
+    const released = new Set<string>();
+    const lost = { lines: 0, harvested: 0 };
+    watchReq = await new Watch(kc).watch(
+      `/apis/batch/v1/namespaces/${WORK_NS}/jobs`,
+      {},
+      (type, job: V1Job) => {
+        const name = job.metadata?.name ?? '';
+        const a = job.metadata?.annotations ?? {};
+        if (a[HOLD_ANNOTATION]) heldSeen.add(name);
+        if (a[DELIVERY_ANNOTATION] && !released.has(name)) {
+          released.add(name);
+          const d = JSON.parse(a[DELIVERY_ANNOTATION]) as { lost?: number; harvested?: number };
+          lost.lines += d.lost ?? 0;
+          lost.harvested += d.harvested ?? 0;
+        }
+        void type;
+      },
+      (err) => err && log(`watch ended: ${(err as Error).message}`),
+    );
+
+    // The 200 Jobs, a few lines each; at most RUNNING_AT_ONCE unfinished at a time, so the kubelet's pods stay cheap.
+    const script = 'for i in 1 2 3 4 5; do echo "harvest bench line $i"; done';
+    let created = 0;
+    let done: V1Job[] = [];
+    while (created < JOBS || done.length < JOBS) {
+      checkTime(`running the Jobs (${created} created, ${done.length} finished)`);
+      const list = await batch.listNamespacedJob({ namespace: WORK_NS });
+      done = list.items.filter(finished);
+      const unfinished = list.items.length - done.length;
+      const room = Math.min(JOBS - created, RUNNING_AT_ONCE - unfinished);
+      for (let i = 0; i < room; i++) {
+        await batch.createNamespacedJob({ namespace: WORK_NS, body: shellJob(`job-${created}`, { script, terminationGracePeriodSeconds: 5 }) });
+        created++;
+      }
+      await sleep(500);
+    }
+    log(`all ${JOBS} Jobs finished; held so far ${heldSeen.size}, released ${released.size}, harvester requests at the 503 server ${server.harvesterRequests}, sidecar requests ${server.otherRequests}`);
+
+    // Admission while the harvests run.
+    const before = released.size;
+    const during = await admission(batch, 'during', ADMISSION_N);
+    const overlapped = released.size - before;
+    log(`admission during the harvests: p50 ${fmt(quantile(during, 0.5))} ms, p99 ${fmt(quantile(during, 0.99))} ms; ${overlapped} Jobs released meanwhile, ${server.active} harvester requests open at its end`);
+    if (overlapped === 0) log('warning: no harvest finished while admission was measured');
+
+    while (released.size < JOBS) {
+      checkTime(`waiting for the releases (${released.size} of ${JOBS})`);
+      if (harvester.exited()) throw new Error('the harvester exited');
+      await sleep(1000);
+    }
+    hwmKiB = Math.max(hwmKiB, statusKiB(pid, 'VmHWM') ?? 0);
+    log(`all ${JOBS} Jobs released: ${lost.lines} lines lost, ${lost.harvested} harvested; ${server.harvesterRequests} harvester requests (${((server.harvesterRequests * BODY_MIB) / 1024).toFixed(1)} GiB of 503 bodies offered), ${server.harvests.size} pods harvested at the server, at most ${server.peakHarvests()} at once; at most ${server.peak} requests open at once (sampled every 100 ms: ${server.sampledPeak})`);
+    console.log(`harvests=${heldSeen.size} concurrency=${server.peakHarvests()} peak_rss_MiB=${fmt(hwmKiB / 1024)} limit_MiB=${LIMIT_MIB}`);
+    const p50 = quantile(during, 0.5);
+    const p99 = quantile(during, 0.99);
+    const b50 = quantile(baseline, 0.5);
+    const b99 = quantile(baseline, 0.99);
+    console.log(`admission_p50_ms=${fmt(p50)} admission_p99_ms=${fmt(p99)} baseline_p50_ms=${fmt(b50)} baseline_p99_ms=${fmt(b99)} ratio_p99=${fmt(p99 / b99, 2)}`);
+  } catch (err) {
+    failed = true;
+    throw err;
+  } finally {
+    clearInterval(rssTimer);
+    watchReq?.abort();
+    await kubelet?.stop().catch(() => undefined);
+    await harvester?.stop().catch(() => undefined);
+    await webhook?.stop().catch(() => undefined);
+    await server.stop();
+    if (cluster) {
+      const { keptDir } = await cluster.stop({ failed });
+      if (keptDir) log(`kept ${keptDir} (logs of the failed run)`);
+    }
+  }
+}
+
+await main();
