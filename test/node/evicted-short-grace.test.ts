@@ -39,11 +39,31 @@ function criMessages(text: string): string[] {
     .map((f) => f.slice(3).join(' '));
 }
 
+async function evictAndTime(env: NodeEnv, namespace: string, pod: string): Promise<number> {
+  const at = Date.now();
+  await env.core.createNamespacedPodEviction({ name: pod, namespace, body: { apiVersion: 'policy/v1', kind: 'Eviction', metadata: { name: pod, namespace } } });
+  await waitFor(
+    `${namespace}/${pod} to be gone`,
+    async () => {
+      try {
+        await env.core.readNamespacedPod({ name: pod, namespace });
+        return undefined;
+      } catch (err) {
+        if ((err as { code?: number }).code === 404) return true;
+        throw err;
+      }
+    },
+    { timeoutMs: 60_000, intervalMs: 50 },
+  );
+  return Date.now() - at;
+}
+
 describeRealNode('issue 25: a Job with a 1 s grace period that ignores SIGTERM, evicted on the real node', () => {
   let env: NodeEnv;
   let vl: VictoriaLogs;
   let product: ProductOnNode | undefined;
   let failed = false;
+  let injectedGoneMs: number | undefined;
 
   beforeAll(async () => {
     product = await startProductOnNode('jobharvest-node-evicted');
@@ -109,6 +129,7 @@ describeRealNode('issue 25: a Job with a 1 s grace period that ignores SIGTERM, 
           { timeoutMs: 60_000, intervalMs: 50 },
         );
         goneMs = Date.now() - evictedAt;
+        injectedGoneMs = goneMs;
         await new Promise((r) => setTimeout(r, 200));
       } finally {
         copying = false;
@@ -140,6 +161,31 @@ describeRealNode('issue 25: a Job with a 1 s grace period that ignores SIGTERM, 
       expect(await vl.count(`${filter} "evicted line ${got.total}"`), `line ${got.total} arrived`).toBe(1);
       expect(delivery).toMatchObject({ pods: 1, shipped: 0, lost: 0, unaccounted: 1, notes: [expect.stringMatching(/^1 pod\(s\) the Job counted as finished are gone/)] });
       expect(delivery.sig).toEqual(expect.stringMatching(/^v1\./));
+    } catch (err) {
+      failed = true;
+      throw err;
+    }
+  });
+
+  it('without jobharvest the same Job\'s pod is gone about as fast: the sidecar adds at most a second or two', async () => {
+    expect(injectedGoneMs, 'the evicted Job above ran').toBeDefined();
+    try {
+      const namespace = await createNamespace(env.core, 'evicted-plain');
+      const stored = await env.batch.createNamespacedJob({
+        namespace,
+        body: {
+          metadata: { name: 'evicted' },
+          spec: { backoffLimit: 0, template: { spec: { restartPolicy: 'Never', terminationGracePeriodSeconds: 1, containers: [{ name: 'main', image: IMAGE, command: ['sh', '-c', script] }] } } },
+        },
+      });
+      expect(stored.spec?.template.spec?.initContainers, 'not injected: the namespace did not opt in').toBeUndefined();
+      const pod = await jobPod(env, namespace, 'evicted');
+      await waitForPodPhase(env.core, namespace, pod.name, ['Running']);
+      await new Promise((r) => setTimeout(r, 2000));
+      const plainMs = await evictAndTime(env, namespace, pod.name);
+      console.log(`issue 25: evicted pod gone after ${injectedGoneMs} ms with jobharvest, ${plainMs} ms without`);
+      expect(plainMs).toBeLessThan(4000);
+      expect(injectedGoneMs! - plainMs).toBeLessThan(2000);
     } catch (err) {
       failed = true;
       throw err;
