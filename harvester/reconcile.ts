@@ -106,7 +106,12 @@ export class Reconciler {
     const waiting = owned.some((p) => !podDone(p) && !p.metadata?.deletionTimestamp) || outcomes.some((o) => o.sidecar.kind === 'running');
     const since = finishedAt(job)?.getTime() ?? this.now();
     if (waiting && this.now() - since < this.podsDoneTimeoutMs) return { kind: 'requeue', afterMs: this.retryMs };
-    const base = deliveryOf(status.sink, outcomes);
+    // Pods the Job controller counted as finished that are no longer there: an
+    // evicted, preempted or deleted pod goes once it is counted, before the Job
+    // finishes, and its termination message and logs go with it.
+    const gone = gonePods(job, owned);
+    if (gone > 0) notes.push(`${gone} pod(s) the Job counted as finished are gone (evicted, preempted or deleted): their sidecars' counts went with them, and nothing is left to harvest`);
+    const base = withGone(deliveryOf(status.sink, outcomes), gone);
     const work = owned.filter((_p, i) => needsHarvest(outcomes[i]!.sidecar));
     const held = holdOf(job, this.o.key);
     // Reported as they are: a pod without a count says why it has none.
@@ -136,7 +141,7 @@ export class Reconciler {
       log('info', 'holding the Job to ship what its sidecar could not', { ...at, pods: work.length, destination: destination.name, maxHoldSeconds: hold.maxHoldSeconds });
     }
 
-    const delivery = await this.harvest(job, hold, destination, status.container, owned, outcomes, notes, signal);
+    const delivery = withGone(await this.harvest(job, hold, destination, status.container, owned, outcomes, notes, signal), gone);
     // Leadership lost mid-harvest: the next leader starts again from the hold; write nothing.
     if (signal.aborted || !this.may()) return { kind: 'done' };
     return this.release(job, hold, delivery, signal);
@@ -247,6 +252,17 @@ export class Reconciler {
 export function splitKey(key: string): [string, string] {
   const i = key.indexOf('/');
   return [key.slice(0, i), key.slice(i + 1)];
+}
+
+/** How many pods the Job's status counts as finished beyond those still there (done or terminating). */
+function gonePods(job: V1Job, owned: readonly V1Pod[]): number {
+  const counted = (job.status?.succeeded ?? 0) + (job.status?.failed ?? 0);
+  const there = owned.filter((p) => podDone(p) || p.metadata?.deletionTimestamp).length;
+  return Math.max(0, counted - there);
+}
+
+function withGone(d: Delivery, gone: number): Delivery {
+  return gone > 0 ? { ...d, pods: d.pods + gone, unaccounted: d.unaccounted + gone } : d;
 }
 
 function withNotes(d: Delivery, notes: readonly string[]): Delivery {

@@ -161,7 +161,8 @@ async function main(): Promise<void> {
   let failed = true;
   try {
     log('starting the control plane and the real node (waits while another run holds the node lock)');
-    const product = await startProductOnNode('jobharvest-bench-node');
+    // No harvester: the figures are the sidecar's, measured as before, with nothing else shipping from this machine.
+    const product = await startProductOnNode('jobharvest-bench-node', [], { harvesterArgs: false });
     cleanups.push(() => product.stop(failed));
     const { env, vl } = product;
     const cgroupRoot = readFileSync(join(env.node.dir, 'cgroup-root'), 'utf8').trim();

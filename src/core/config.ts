@@ -55,6 +55,8 @@ const configSchema = z
     ttlSecondsAfterFinished: positiveInt.default(3600),
     maxTtlSecondsAfterFinished: positiveInt.nullable().default(null),
     drainSeconds: z.number().int().min(1).max(3600).default(25),
+    // Raise a grace period the Job chose below drainSeconds + 5 (false: keep it, warn, and let the harvester ship what the drain leaves).
+    raiseGracePeriod: z.boolean().default(false),
     namespaceSelection: z.enum(['annotation', 'label']).default('annotation'),
     webhookNamespace: z.string().default('jobharvest'),
     excludedNamespaces: z.array(z.string()).default([]),

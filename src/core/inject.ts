@@ -97,7 +97,15 @@ export function inject({ job: input, settings, mode, ttlSecondsAfterFinished, co
   let grace: number | null = null;
   const needed = settings.drainSeconds + GRACE_MARGIN_SECONDS;
   const current = pod.terminationGracePeriodSeconds ?? KUBERNETES_DEFAULT_GRACE_SECONDS;
-  if (current < needed) {
+  // The API server defaults an unset grace period to 30 before admission, so
+  // any other value was chosen: it is kept, and the sidecar drains for what is
+  // left of it, unless the operator set raiseGracePeriod.
+  const chosen = current !== KUBERNETES_DEFAULT_GRACE_SECONDS;
+  if (current < needed && chosen && !config.raiseGracePeriod) {
+    warnings.push(
+      `terminationGracePeriodSeconds ${current} is kept, below the drain budget (${settings.drainSeconds} s + ${GRACE_MARGIN_SECONDS}): a deleted or evicted pod's sidecar drains only that long, and what it leaves unsent is lost (raiseGracePeriod: true raises it)`,
+    );
+  } else if (current < needed) {
     grace = needed;
     pod.terminationGracePeriodSeconds = needed;
   }

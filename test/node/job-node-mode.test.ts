@@ -1,6 +1,8 @@
+import { CoordinationV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { NAMES } from '../../src/contract/env.ts';
-import { numberedLines } from '../harness/kubelet/stack.ts';
+import { DELIVERY_ANNOTATION } from '../../src/contract/harvest.ts';
+import { kubeConfigFor, numberedLines, WEBHOOK_NAMESPACE } from '../harness/kubelet/stack.ts';
 import { BUSYBOX_IMAGE } from '../harness/node/images.ts';
 import { exact, VictoriaLogs } from '../harness/servers/victorialogs.ts';
 import { waitFor } from '../support/wait.ts';
@@ -97,5 +99,33 @@ describeRealNode('a Job through the real webhook, with the real image, on the re
     expect(received).toBe(N);
     const rows = await vl.query(`${exact('namespace', namespace)} ${exact('container', 'main')} | stats by (namespace, job, pod, container, node) count() as n`);
     expect(rows).toEqual([{ namespace, job: 'lines', pod: podName, container: 'main', node: env.node.name, n: String(N) }]);
+  });
+
+  // The harness runs the harvester beside the webhook, with the same signing
+  // key and VictoriaLogs (as the node reaches it) approved: it elects itself
+  // and writes the signed delivery record on the finished Job.
+  it('the harvester holds its Lease and writes a signed delivery record on the finished Job', async () => {
+    expect(result, 'the Job above ran').toBeDefined();
+    const { namespace } = result!;
+    const coordination = kubeConfigFor(env.cluster).makeApiClient(CoordinationV1Api);
+    const lease = await waitFor(
+      `the Lease ${product!.harvesterLease} held`,
+      async () => {
+        const l = await coordination.readNamespacedLease({ name: product!.harvesterLease, namespace: WEBHOOK_NAMESPACE }).catch(() => undefined);
+        return l?.spec?.holderIdentity ? l : undefined;
+      },
+      { timeoutMs: 30_000, intervalMs: 250 },
+    );
+    expect(lease.spec?.holderIdentity).toMatch(new RegExp(`^${product!.harvesterLease.replace(/-harvester$/, '')}-`));
+    const record = await waitFor(
+      'the delivery record on the Job',
+      async () => (await env.batch.readNamespacedJob({ name: 'lines', namespace })).metadata?.annotations?.[DELIVERY_ANNOTATION],
+      { timeoutMs: 30_000, intervalMs: 250 },
+    );
+    const delivery = JSON.parse(record) as Record<string, unknown>;
+    console.log(`harvester Lease held by ${lease.spec?.holderIdentity}; delivery record: ${record}`);
+    expect(delivery).toMatchObject({ sink: 'loki', pods: 1, shipped: N, lost: 0, unaccounted: 0 });
+    expect(delivery.sig).toEqual(expect.stringMatching(/^v1\./));
+    expect(product!.harvester?.exited(), 'the harvester is still running').toBe(false);
   });
 });

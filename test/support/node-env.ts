@@ -8,9 +8,10 @@
 import { BatchV1Api, CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { randomBytes } from 'node:crypto';
 import { DEFAULT_CONTROLLERS, startCluster, type Cluster } from '../harness/cluster/harness.ts';
-import { createLogReaderClusterRole, kubeConfigFor, LOG_READER_CLUSTERROLE } from '../harness/kubelet/stack.ts';
+import { createLogReaderClusterRole, kubeConfigFor, LOG_READER_CLUSTERROLE, WEBHOOK_NAMESPACE } from '../harness/kubelet/stack.ts';
 import { nodeUnavailableReason, startNode, type RealNode } from '../harness/node/node.ts';
 import { VictoriaLogs } from '../harness/servers/victorialogs.ts';
+import { destinationsFile, signingKeyFile, startHarvester, type DestinationSpec, type HarvesterProcess } from './harvester-process.ts';
 import { waitFor } from './wait.ts';
 import { startWebhook, type WebhookProcess } from './webhook-process.ts';
 
@@ -51,33 +52,77 @@ export interface ProductOnNode {
   env: NodeEnv;
   vl: VictoriaLogs;
   webhook: WebhookProcess;
+  /** The harvester, its own process sharing the webhook's signing key; undefined when started without. */
+  harvester: HarvesterProcess | undefined;
+  /** Its Lease, in the webhook's namespace. */
+  harvesterLease: string;
+  /** VictoriaLogs as the node's pods reach it (`host:port`), the harvester's approved destination. */
+  sinkHost: string;
   stop(failed: boolean): Promise<void>;
+}
+
+export interface ProductOptions {
+  /** Extra harvester flags, e.g. a short --max-hold-seconds; false: no harvester. */
+  harvesterArgs?: string[] | false;
+}
+
+/**
+ * VictoriaLogs' ingestion endpoints at the address the node's pods reach it
+ * by, which is the endpoint a pod's sidecar (and so the harvester) ships to.
+ * The host side of the node's veth is a private address.
+ */
+export function nodeDestinations(sinkHost: string): DestinationSpec[] {
+  const base = `http://${sinkHost}/insert`;
+  return [
+    { name: 'vl-loki', sink: 'loki', endpoint: `${base}/loki/api/v1/push`, allow: ['private', 'loopback'] },
+    { name: 'vl-http', sink: 'http', endpoint: `${base}/jsonline`, allow: ['private', 'loopback'] },
+    { name: 'vl-es', sink: 'elasticsearch', endpoint: `${base}/elasticsearch`, allow: ['private', 'loopback'] },
+    { name: 'vl-otlp', sink: 'otlp', endpoint: `${base}/opentelemetry/v1/logs`, allow: ['private', 'loopback'] },
+  ];
 }
 
 /**
  * What every real-node scenario runs on: the control plane and the node, the
- * log-reader ClusterRole the chart would install, VictoriaLogs, and the
- * webhook out of cluster with `webhookArgs` added to its own.
+ * log-reader ClusterRole the chart would install, the webhook's namespace,
+ * VictoriaLogs, the webhook out of cluster with `webhookArgs` added to its
+ * own, and the harvester as its own process, sharing the webhook's signing
+ * key, with VictoriaLogs (as the node reaches it) as its approved destination.
  */
-export async function startProductOnNode(name: string, webhookArgs: string[] = []): Promise<ProductOnNode> {
+export async function startProductOnNode(name: string, webhookArgs: string[] = [], o: ProductOptions = {}): Promise<ProductOnNode> {
   const env = await startNodeEnv();
   let vl: VictoriaLogs | undefined;
+  let webhook: WebhookProcess | undefined;
+  let harvester: HarvesterProcess | undefined;
   try {
-    await createLogReaderClusterRole(kubeConfigFor(env.cluster));
+    const kc = kubeConfigFor(env.cluster);
+    await createLogReaderClusterRole(kc);
+    // Where the webhook's and the harvester's Leases live.
+    await env.core.createNamespace({ body: { metadata: { name: WEBHOOK_NAMESPACE } } }).catch((err: { code?: number }) => {
+      if (err.code !== 409) throw err;
+    });
     vl = await VictoriaLogs.start();
-    const webhook = await startWebhook(env.cluster, { name, args: ['--log-reader-clusterrole', LOG_READER_CLUSTERROLE, ...webhookArgs] });
-    const started = vl;
+    const sinkHost = await env.node.expose(vl.port);
+    const key = signingKeyFile(env.cluster, name);
+    webhook = await startWebhook(env.cluster, { name, args: ['--log-reader-clusterrole', LOG_READER_CLUSTERROLE, '--signing-key-file', key, ...webhookArgs] });
+    if (o.harvesterArgs !== false) {
+      harvester = startHarvester(env.cluster, { name, signingKeyFile: key, destinationsFile: destinationsFile(env.cluster, name, nodeDestinations(sinkHost)), args: o.harvesterArgs ?? [] });
+    }
+    const started = { vl, webhook, harvester };
     return {
       env,
-      vl: started,
-      webhook,
+      ...started,
+      harvesterLease: `${name}-harvester`,
+      sinkHost,
       async stop(failed) {
+        await started.harvester?.stop();
         await env.stop(failed);
-        await webhook.stop();
-        await started.dispose();
+        await started.webhook.stop();
+        await started.vl.dispose();
       },
     };
   } catch (err) {
+    await harvester?.stop();
+    await webhook?.stop();
     await vl?.dispose();
     await env.stop(true);
     throw err;

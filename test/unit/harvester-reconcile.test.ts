@@ -179,6 +179,25 @@ describe('reconcile', () => {
     expect(api.delivery()?.notes?.[0]).toMatch(/^not harvested: the injection is not signed/);
   });
 
+  it('a pod the Job counted as finished but that is gone (evicted, preempted, deleted) is unaccounted, not a clean record', async () => {
+    // An evicted pod is deleted as soon as the Job controller has counted it,
+    // before the Job is finished: its termination message and logs went with it.
+    const j = injectedJob();
+    j.status = { ...j.status, conditions: [{ type: 'Failed', status: 'True', lastTransitionTime: new Date(Date.now() - 1000) }], failed: 1 };
+    const api = new FakeApi(j, []);
+    const shipped: ShipRequest[] = [];
+    await run(reconciler(api, shipped));
+    expect(shipped).toHaveLength(0);
+    expect(api.delivery()).toMatchObject({ pods: 1, shipped: 0, lost: 0, unaccounted: 1, notes: [expect.stringMatching(/^1 pod\(s\) the Job counted .* gone/)] });
+    expect(api.events.map((e) => e.reason)).toEqual(['LogsLost']);
+    // With one pod still there and harvested, the gone one is still counted.
+    const k = injectedJob();
+    k.status = { ...k.status, succeeded: 1, failed: 1 };
+    const api2 = new FakeApi(k, [pod('p1', unsent(5))]);
+    await run(reconciler(api2, []));
+    expect(api2.delivery()).toMatchObject({ pods: 2, shipped: 15, harvested: 5, lost: 0, unaccounted: 1 });
+  });
+
   it('a pod that only carries the controller-uid label is not the Job\'s: ignored and said so', async () => {
     const api = new FakeApi(injectedJob(), [pod('bare', unsent(5), null), pod('other', unsent(5), 'someone-else')]);
     const shipped: ShipRequest[] = [];

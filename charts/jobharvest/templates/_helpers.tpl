@@ -96,6 +96,7 @@ Empty strings are left out, so that the webhook's own defaults apply to them.
   "ttlSecondsAfterFinished" .Values.ttlSecondsAfterFinished
   "maxTtlSecondsAfterFinished" .Values.maxTtlSecondsAfterFinished
   "drainSeconds" .Values.drainSeconds
+  "raiseGracePeriod" .Values.raiseGracePeriod
   "namespaceSelection" .Values.namespaceSelection
   "webhookNamespace" .Release.Namespace
   "excludedNamespaces" .Values.excludedNamespaces
