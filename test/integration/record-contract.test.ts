@@ -30,6 +30,14 @@ interface Written {
 
 const MAX_RECORD_BYTES = 2048;
 
+/** Waits until the wall clock is two milliseconds on. */
+function nextMillisecond(): void {
+  const t = Date.now();
+  while (Date.now() < t + 2) {
+    // a busy wait of ~2 ms: the writer stamps lines with the wall clock
+  }
+}
+
 /** One pod: an init container, a main container on both streams that restarts once, and one line over the record cap. */
 function workload(pod: PodScenario): Written[] {
   const out: Written[] = [];
@@ -38,9 +46,13 @@ function workload(pod: PodScenario): Written[] {
     out.push({ ns: parseTimeNs(ts)!, stream, message, container, restart, truncated: message.length > MAX_RECORD_BYTES });
   };
   for (let i = 0; i < 5; i++) w('init', 'stdout', `init line ${i}`, 0);
+  // Each container run keeps its own clock; lines of two runs in one
+  // millisecond would tie, and no contract orders a tie across containers.
+  nextMillisecond();
   for (let i = 0; i < 20; i++) w('main', i % 3 ? 'stdout' : 'stderr', `main run 0 line ${i} "quoted" é ✓`, 0);
   w('main', 'stderr', `long ${'L'.repeat(MAX_RECORD_BYTES * 2)}`, 0);
   pod.writer.container('main').restart();
+  nextMillisecond();
   for (let i = 0; i < 10; i++) w('main', 'stdout', `main run 1 line ${i}`, 1);
   return out;
 }
