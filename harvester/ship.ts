@@ -12,12 +12,10 @@ import type { Config, KubeCredentials } from '../sidecar/config.ts';
 import { MemoryCheckpoint, type CheckpointEntry } from '../sidecar/delivery/checkpoint.ts';
 import { CountingDeadLetter } from '../sidecar/delivery/deadletter.ts';
 import { withLogFields } from '../sidecar/log.ts';
-import { Pipeline } from '../sidecar/pipeline.ts';
-import { SINK_MODULES } from '../sidecar/sinks/registry.ts';
+import { loadSink, Pipeline } from '../sidecar/pipeline.ts';
 import type { Sink } from '../sidecar/sinks/types.ts';
 import { countMissing } from '../sidecar/sources/api/api-source.ts';
 import type { Destination } from './destinations.ts';
-import { HarvestHttpClient } from './http.ts';
 
 /** Request and batch sizes: the harvester's, never the pod's. */
 export interface ShipLimits {
@@ -142,15 +140,6 @@ export async function shipConfig(req: Omit<ShipRequest, 'signal' | 'mayWrite'>):
   };
 }
 
-/** The engine's sink for the destination, over the harvester's HTTP client (answers read only up to their cap). */
-async function loadSink(config: Config): Promise<{ sink: Sink; http: () => HarvestHttpClient | undefined }> {
-  const load = SINK_MODULES[config.sink];
-  if (!load) throw new Error(`sink '${config.sink}' is not available in this build`);
-  let client: HarvestHttpClient | undefined;
-  const sink = await (await load()).createSink({ config, http: () => (client ??= new HarvestHttpClient(config)) });
-  return { sink, http: () => client };
-}
-
 export function shipPod(req: ShipRequest): Promise<ShipResult> {
   const pod = req.pod;
   return withLogFields({ namespace: pod.metadata?.namespace, pod: pod.metadata?.name, job: pod.metadata?.labels?.['batch.kubernetes.io/job-name'] }, async () => {
@@ -170,7 +159,7 @@ export function shipPod(req: ShipRequest): Promise<ShipResult> {
       const summary = await p.drain();
       return { missing, shipped: summary.lines_shipped, lost: Math.max(0, missing - summary.lines_shipped) };
     } finally {
-      http()?.close();
+      http?.close();
     }
   });
 }

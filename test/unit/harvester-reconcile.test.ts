@@ -10,7 +10,7 @@ import { mutateJob } from '../../src/core/mutate.ts';
 import { parseDestinations, type Destination } from '../../harvester/destinations.ts';
 import { deliveryRecordOf, encodeDeliveryRecord, HOLD_ANNOTATION } from '../../harvester/hold.ts';
 import { DELIVERY_ANNOTATION, type Delivery } from '../../harvester/report.ts';
-import { Reconciler, type HarvestApi, type WriteResult } from '../../harvester/reconcile.ts';
+import { Reconciler, type HarvestApi, type ReconcilerOptions, type WriteResult } from '../../harvester/reconcile.ts';
 import { DEFAULT_LIMITS, type ShipRequest, type ShipResult } from '../../harvester/ship.ts';
 import { verifyInjection } from '../../harvester/trust.ts';
 import { durableConfig, job as jobFixture, optedIn } from './fixtures.ts';
@@ -87,20 +87,23 @@ class FakeApi implements HarvestApi {
   }
 }
 
-function reconciler(api: FakeApi, shipped: ShipRequest[], o: { destinations?: Destination[]; result?: ShipResult; maxHoldSeconds?: number } = {}): Reconciler {
+/** A reconciler at the harvester's defaults; its ship step records each request and returns `result`. */
+function reconciler(api: FakeApi, shipped: ShipRequest[], o: { result?: ShipResult } & Partial<ReconcilerOptions> = {}): Reconciler {
+  const { result, ...over } = o;
   return new Reconciler({
     api,
     key: KEY,
-    destinations: o.destinations ?? APPROVED,
-    maxHoldSeconds: o.maxHoldSeconds ?? 86_400,
+    destinations: APPROVED,
+    maxHoldSeconds: 86_400,
     limits: DEFAULT_LIMITS,
     kube: { apiUrl: new URL('https://127.0.0.1:6443'), credentials: async () => ({ token: 't' }) },
     ship: async (req) => {
       shipped.push(req);
-      return o.result ?? { missing: 5, shipped: 5, lost: 0 };
+      return result ?? { missing: 5, shipped: 5, lost: 0 };
     },
     log: () => {},
     podsDoneTimeoutMs: 60_000,
+    ...over,
   });
 }
 
@@ -280,18 +283,11 @@ describe('reconcile', () => {
   it('leadership lost mid-harvest: nothing more is written', async () => {
     const api = new FakeApi(injectedJob(), [pod('p1', unsent(5))]);
     const abort = new AbortController();
-    const r = new Reconciler({
-      api,
-      key: KEY,
-      destinations: APPROVED,
-      maxHoldSeconds: 86_400,
-      limits: DEFAULT_LIMITS,
-      kube: { apiUrl: new URL('https://127.0.0.1:6443'), credentials: async () => ({ token: 't' }) },
+    const r = reconciler(api, [], {
       ship: async () => {
         abort.abort();
         return { missing: 5, shipped: 2, lost: 3 };
       },
-      log: () => {},
     });
     await r.reconcile('team-a/build', abort.signal);
     // The hold only: the next leader finds it and harvests again.
@@ -303,20 +299,7 @@ describe('reconcile', () => {
   it('a replica past its renew deadline writes nothing, even before its signal is aborted', async () => {
     const api = new FakeApi(injectedJob(), [pod('p1', unsent(5))]);
     const shipped: ShipRequest[] = [];
-    const r = new Reconciler({
-      api,
-      key: KEY,
-      destinations: APPROVED,
-      maxHoldSeconds: 86_400,
-      limits: DEFAULT_LIMITS,
-      kube: { apiUrl: new URL('https://127.0.0.1:6443'), credentials: async () => ({ token: 't' }) },
-      ship: async (req) => {
-        shipped.push(req);
-        return { missing: 5, shipped: 5, lost: 0 };
-      },
-      log: () => {},
-      mayWrite: () => false,
-    });
+    const r = reconciler(api, shipped, { mayWrite: () => false });
     await r.reconcile('team-a/build', new AbortController().signal);
     expect(api.patches).toHaveLength(0);
     expect(shipped).toHaveLength(0);
@@ -329,15 +312,7 @@ describe('reconcile', () => {
     j.metadata!.annotations!['jobharvest.io/logs-url'] = 'https://evil.example/phish';
     const done = encodeTermination({ state: 'complete', mode: 'node', sink: 'http', shipped: 1, unsent: 0, dead_lettered: 0 }, [], ['main/0']);
     const api = new FakeApi(j, [pod('p1', done)]);
-    const r = new Reconciler({
-      api,
-      key: KEY,
-      destinations: APPROVED,
-      maxHoldSeconds: 86_400,
-      limits: DEFAULT_LIMITS,
-      kube: { apiUrl: new URL('https://127.0.0.1:6443'), credentials: async () => ({ token: 't' }) },
-      ship: async () => ({ missing: 0, shipped: 0, lost: 0 }),
-      log: () => {},
+    const r = reconciler(api, [], {
       logsUrlTemplate: 'https://grafana.example/explore?ns={namespace}&job={job}&uid={uid}&from={from}&to={to}',
       podsDoneTimeoutMs: 0,
     });

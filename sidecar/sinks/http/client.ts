@@ -107,14 +107,34 @@ export class HttpClient {
       req.on('response', (res) => {
         const chunks: Buffer[] = [];
         let size = 0;
+        let settled = false;
         const status = res.statusCode ?? 0;
         const cap = status >= 200 && status < 300 ? this.maxResponseBytes : MAX_ERROR_RESPONSE_BYTES;
+        const finish = (): void => {
+          if (settled) return;
+          settled = true;
+          resolve({ status, headers: res.headers, body: Buffer.concat(chunks) });
+        };
         res.on('data', (c: Buffer) => {
-          if (size < cap) chunks.push(size + c.length > cap ? c.subarray(0, cap - size) : c);
+          if (settled) return;
+          chunks.push(size + c.length > cap ? c.subarray(0, cap - size) : c);
           size += c.length;
+          if (size >= cap) {
+            // Enough: answer with what was read and drop the connection (a
+            // half-read answer leaves it unusable) rather than pull the rest
+            // through the socket. A server answering 503 with 30 MiB would
+            // otherwise cost that much in dead read buffers per attempt.
+            finish();
+            res.destroy();
+            req.destroy();
+          }
         });
-        res.on('error', reject);
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
+        res.on('error', (err) => {
+          if (settled) return;
+          settled = true;
+          reject(err);
+        });
+        res.on('end', finish);
       });
       req.end(payload);
     });

@@ -10,6 +10,7 @@ import { fileKey, type LogRecord } from '../../records/record.ts';
 import { KubeClient, type KubeClientOptions } from './kube-client.ts';
 import { containerStatuses, latestStartedRun, runView, type ContainerStatus, type Pod, type RunView } from './pod.ts';
 import { PodWatch } from './pod-watch.ts';
+import { newStats } from '../../stats.ts';
 import { API_FINGERPRINT, RunReader, type RunHost } from './run-reader.ts';
 
 export interface ApiSourceOptions extends SourceOptions {
@@ -24,7 +25,6 @@ export interface ApiSourceOptions extends SourceOptions {
  */
 export async function countMissing(opts: Omit<ApiSourceOptions, 'emit' | 'onProgress' | 'stats'> & { readonly signal?: AbortSignal }): Promise<number> {
   let n = 0;
-  const { newStats } = await import('../../stats.ts');
   const source = new ApiSource({
     ...opts,
     checkpoint: new Map(opts.checkpoint),

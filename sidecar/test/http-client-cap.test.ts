@@ -1,11 +1,11 @@
-// The harvester's HTTP client reads an answer only up to its cap and drops the
-// connection there: a destination answering 503 with 30 MiB costs it 64 KiB.
+// The sinks' HTTP client reads an answer only up to its cap and drops the
+// connection there: a destination answering 503 with 30 MiB costs 64 KiB (the
+// harvester, with several harvests against such a server, above all).
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import type { Config } from '../../sidecar/config.ts';
-import { MAX_ERROR_RESPONSE_BYTES } from '../../sidecar/sinks/http/client.ts';
-import { HarvestHttpClient } from '../../harvester/http.ts';
+import type { Config } from '../config.ts';
+import { HttpClient, MAX_ERROR_RESPONSE_BYTES } from '../sinks/http/client.ts';
 
 const BIG = 30;
 let server: Server;
@@ -41,7 +41,7 @@ afterAll(async () => {
 const config = { maxInFlight: 1, tls: {}, headers: { 'user-agent': 'jobharvest-harvester (test)' }, auth: { scheme: 'Bearer' }, gzip: true, gzipLevel: 1, requestTimeoutMs: 10_000, maxResponseBytes: 4 * 1024 * 1024 } as unknown as Config;
 
 it('keeps 64 KiB of a 30 MiB error answer, with its status and headers, and stops reading there', async () => {
-  const client = new HarvestHttpClient(config);
+  const client = new HttpClient(config);
   try {
     const res = await client.post(new URL(`${base}/push`), 'line\n', { contentType: 'application/x-ndjson' });
     expect(res.status).toBe(503);
