@@ -265,8 +265,18 @@ function withGone(d: Delivery, gone: number): Delivery {
   return gone > 0 ? { ...d, pods: d.pods + gone, unaccounted: d.unaccounted + gone } : d;
 }
 
+/**
+ * Notes name pods, and a Job may have thousands: past a few the rest are
+ * counted, so the record stays far below the API server's 256 KiB of
+ * annotations (a patch over it would fail, and be retried, for ever).
+ */
+export const MAX_NOTES = 10;
+
 function withNotes(d: Delivery, notes: readonly string[]): Delivery {
-  return notes.length > 0 ? { ...d, notes: [...notes] } : d;
+  if (notes.length === 0) return d;
+  const kept = notes.slice(0, MAX_NOTES).map((n) => (n.length > 300 ? `${n.slice(0, 299)}…` : n));
+  if (notes.length > MAX_NOTES) kept.push(`and ${notes.length - MAX_NOTES} more`);
+  return { ...d, notes: kept };
 }
 
 /** Why a pod left no count, as far as its status tells: the node lost above all. */

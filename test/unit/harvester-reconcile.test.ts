@@ -10,7 +10,7 @@ import { mutateJob } from '../../src/core/mutate.ts';
 import { parseDestinations, type Destination } from '../../harvester/destinations.ts';
 import { deliveryRecordOf, encodeDeliveryRecord, HOLD_ANNOTATION } from '../../harvester/hold.ts';
 import { DELIVERY_ANNOTATION, type Delivery } from '../../harvester/report.ts';
-import { Reconciler, type HarvestApi, type ReconcilerOptions, type WriteResult } from '../../harvester/reconcile.ts';
+import { MAX_NOTES, Reconciler, type HarvestApi, type ReconcilerOptions, type WriteResult } from '../../harvester/reconcile.ts';
 import { DEFAULT_LIMITS, type ShipRequest, type ShipResult } from '../../harvester/ship.ts';
 import { verifyInjection } from '../../harvester/trust.ts';
 import { durableConfig, job as jobFixture, optedIn } from './fixtures.ts';
@@ -294,6 +294,18 @@ describe('reconcile', () => {
     expect(api.patches).toHaveLength(1);
     expect(api.job.metadata?.annotations?.[HOLD_ANNOTATION]).toBeDefined();
     expect(api.job.metadata?.annotations?.[DELIVERY_ANNOTATION]).toBeUndefined();
+  });
+
+  it('a Job of thousands of pods without a report gets a bounded record: a few notes, the rest counted', async () => {
+    const j = injectedJob();
+    const pods = Array.from({ length: 2000 }, (_, i) => pod(`p${i}-${'x'.repeat(200)}`, undefined, 'job-uid', j));
+    const api = new FakeApi(j, pods);
+    await run(reconciler(api, [], { maxHoldSeconds: 0 }));
+    const d = api.delivery()!;
+    expect(d).toMatchObject({ pods: 2000, unaccounted: 2000 });
+    expect(d.notes).toHaveLength(MAX_NOTES + 1);
+    expect(d.notes!.at(-1)).toBe(`and ${2000 - MAX_NOTES} more`);
+    expect(Buffer.byteLength(api.job.metadata!.annotations![DELIVERY_ANNOTATION]!)).toBeLessThan(8 * 1024);
   });
 
   it('a replica past its renew deadline writes nothing, even before its signal is aborted', async () => {
