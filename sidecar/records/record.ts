@@ -25,6 +25,10 @@ export interface FileMeta {
   readonly progress: FileProgress<LogRecord>;
 }
 
+/** A value parsed from a JSON log line, bounded in width and depth by the shaping stage. */
+export type FieldValue = string | number | boolean | null | readonly FieldValue[] | { readonly [key: string]: FieldValue };
+export type Fields = { readonly [key: string]: FieldValue };
+
 export interface LogRecord {
   readonly file: FileMeta;
   /** Byte offset of the record's first line in the (uncompressed) file. */
@@ -38,6 +42,10 @@ export interface LogRecord {
   /** The checkpoint may advance to this offset once this record is acknowledged. */
   readonly safe: number;
   readonly flags: number;
+  /** JSON parsing on and the message is a JSON object: its fields. The message stays the line as written. */
+  readonly fields?: Fields;
+  /** A multiline record: how many lines were joined (their messages joined by "\n"). Absent: one line. */
+  readonly lines?: number;
 }
 
 const STREAMS: readonly Stream[] = ['stdout', 'stderr', 'unknown'];

@@ -83,6 +83,23 @@ export const ENV = {
   SYSLOG_SD_ID: spec({ name: 'JOBHARVEST_SYSLOG_SD_ID', source: 'settings', default: 'k8s@32473', description: 'syslog sink: SD-ID of the structured-data element carrying the Kubernetes metadata (name@<private enterprise number>).' }),
   FORWARD_MODE: spec({ name: 'JOBHARVEST_FORWARD_MODE', source: 'settings', default: 'packed-forward', description: 'forward sink: `packed-forward` (entries as one msgpack stream, gzip-compressed when JOBHARVEST_GZIP is on) or `forward` (entries as a msgpack array).' }),
 
+  // --- record shaping (all off by default) ---------------------------------------
+  MULTILINE: spec({ name: 'JOBHARVEST_MULTILINE', source: 'settings', default: '', description: 'Join consecutive lines of one container stream into one record: a comma-separated list of built-in rules (python, java, go, nodejs). Empty turns joining off unless JOBHARVEST_MULTILINE_START is set.' }),
+  MULTILINE_START: spec({ name: 'JOBHARVEST_MULTILINE_START', source: 'settings', description: 'A custom start-of-event pattern (RE2 syntax, matched in linear time): a line that matches starts a new record, any other line joins the one before.' }),
+  MULTILINE_MAX_LINES: spec({ name: 'JOBHARVEST_MULTILINE_MAX_LINES', source: 'settings', default: '500', description: 'A joined record ends after this many lines.' }),
+  MULTILINE_MAX_BYTES: spec({ name: 'JOBHARVEST_MULTILINE_MAX_BYTES', source: 'settings', default: '262144', description: 'A joined record ends before it would exceed this many message bytes (at most JOBHARVEST_MAX_RECORD_BYTES).' }),
+  MULTILINE_FLUSH_MS: spec({ name: 'JOBHARVEST_MULTILINE_FLUSH_MS', source: 'settings', default: '1000', description: 'A joined record with no new line for this long is sent as it is.' }),
+  PARSE: spec({ name: 'JOBHARVEST_PARSE', source: 'settings', default: 'none', description: '`json`: a line that is a JSON object also becomes fields (kept under a fixed namespace per sink); any other line stays a plain message. `none`: every line is a plain message.' }),
+  JSON_MAX_FIELDS: spec({ name: 'JOBHARVEST_JSON_MAX_FIELDS', source: 'settings', default: '64', description: 'json parsing: at most this many fields (all levels counted); a wider object stays a plain message.' }),
+  JSON_MAX_DEPTH: spec({ name: 'JOBHARVEST_JSON_MAX_DEPTH', source: 'settings', default: '4', description: 'json parsing: objects nested deeper than this are kept as JSON text in their field.' }),
+  MASK: spec({ name: 'JOBHARVEST_MASK', source: 'settings', default: '', description: 'Built-in masks applied before a record leaves the pod: a comma-separated list of bearer, aws-access-key, private-key, password, or `all`. Empty: off.' }),
+  MASK_PATTERNS: spec({ name: 'JOBHARVEST_MASK_PATTERNS', source: 'settings', description: "Operator masks: a JSON array of RE2 patterns; every match is replaced by JOBHARVEST_MASK_REPLACEMENT. Set from the chart only, never from a tenant's annotation." }),
+  MASK_REPLACEMENT: spec({ name: 'JOBHARVEST_MASK_REPLACEMENT', source: 'settings', default: '[MASKED]', description: 'What a masked match is replaced with.' }),
+  JOB_LABELS: spec({ name: 'JOBHARVEST_JOB_LABELS', source: 'settings', description: "The Job's labels the operator chose to carry, read at admission: a JSON object of key to value. Shipped as fields (k8s.job.label.<key>), Loki structured metadata." }),
+  JOB_ANNOTATIONS: spec({ name: 'JOBHARVEST_JOB_ANNOTATIONS', source: 'settings', description: "The Job's annotations the operator chose to carry, read at admission: a JSON object of key to value. Shipped as fields (k8s.job.annotation.<key>)." }),
+  LOKI_STREAM_LABELS: spec({ name: 'JOBHARVEST_LOKI_STREAM_LABELS', source: 'settings', description: 'loki sink: comma-separated carried label keys to make stream labels as well (each value adds streams: mind the cardinality).' }),
+  LOKI_MAX_METADATA: spec({ name: 'JOBHARVEST_LOKI_MAX_METADATA', source: 'settings', default: '32', description: 'loki sink: at most this many JSON and carried fields become structured metadata per entry.' }),
+
   // --- api mode ------------------------------------------------------------------
   KUBE_API_URL: spec({ name: 'JOBHARVEST_KUBE_API_URL', source: 'settings', description: 'api mode: base URL of the Kubernetes API (https://host:port). Unset, the sidecar uses https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT, which the kubelet sets in every container.' }),
   KUBE_TOKEN_DIR: spec({ name: 'JOBHARVEST_KUBE_TOKEN_DIR', source: 'settings', default: '/var/run/secrets/kubernetes.io/serviceaccount', description: 'api mode: directory with the service-account `token` (re-read every minute and after a 401, because projected tokens rotate) and `ca.crt`, the CA of the API server.' }),
