@@ -48,6 +48,9 @@ export function harvestApi(kc: KubeConfig): HarvestApi {
     async createEvent(namespace, body) {
       await core.createNamespacedEvent({ namespace, body });
     },
+    async listNodeNotReadyEvents(namespace) {
+      return (await core.listNamespacedEvent({ namespace, fieldSelector: 'involvedObject.kind=Pod,reason=NodeNotReady', limit: 500 })).items;
+    },
   };
 }
 

@@ -16,7 +16,7 @@ import { matchDestination, type Destination } from './destinations.ts';
 import { deliveryRecordOf, encodeDeliveryRecord, holdDeadline, holdOf, holdPatch, releasePatch, type Hold } from './hold.ts';
 import type { Log } from './log.ts';
 import type { ReconcileResult } from './queue.ts';
-import { deliveryEvent, deliveryOf, finishedAt, jobFinished, needsHarvest, podDone, podOutcome, withResumeGaps, type Delivery, type PodOutcome } from './report.ts';
+import { deliveryEvent, deliveryOf, finishedAt, jobFinished, needsHarvest, nodeLost, podDone, podOutcome, withResumeGaps, type Delivery, type PodOutcome } from './report.ts';
 import type { ShipRequest, ShipResult } from './ship.ts';
 import { ownedPods, verifyInjection } from './trust.ts';
 import type { KubeAccess, ShipLimits } from './ship.ts';
@@ -33,6 +33,11 @@ export interface HarvestApi {
   /** JSON merge patch. */
   patchJob(namespace: string, name: string, patch: object): Promise<WriteResult>;
   createEvent(namespace: string, event: CoreV1Event): Promise<void>;
+  /**
+   * The node controller's NodeNotReady Events about pods in the namespace: the
+   * one trace a pod lost with its node leaves once the pod object is gone.
+   */
+  listNodeNotReadyEvents(namespace: string): Promise<CoreV1Event[]>;
 }
 
 export interface ReconcilerOptions {
@@ -110,7 +115,7 @@ export class Reconciler {
     // evicted, preempted or deleted pod goes once it is counted, before the Job
     // finishes, and its termination message and logs go with it.
     const gone = gonePods(job, owned);
-    if (gone > 0) notes.push(`${gone} pod(s) the Job counted as finished are gone (evicted, preempted or deleted): their sidecars' counts went with them, and nothing is left to harvest`);
+    if (gone > 0) notes.push(...(await this.goneNotes(job, owned, gone)));
     const base = withGone(deliveryOf(status.sink, outcomes), gone);
     const work = owned.filter((_p, i) => needsHarvest(outcomes[i]!.sidecar));
     const held = holdOf(job, this.o.key);
@@ -145,6 +150,27 @@ export class Reconciler {
     // Leadership lost mid-harvest: the next leader starts again from the hold; write nothing.
     if (signal.aborted || !this.may()) return { kind: 'done' };
     return this.release(job, hold, delivery, signal);
+  }
+
+  /**
+   * Gone pods leave no status to read, but a pod whose node was lost leaves
+   * the node controller's NodeNotReady Event (kept an hour by default). Events
+   * name the pod, not its Job: a name of the Job's pattern whose uid is none
+   * of the pods still there is taken as one of its gone pods. An Event only
+   * changes the wording of a note, never a count, so a forged one gains nothing.
+   */
+  private async goneNotes(job: V1Job, owned: readonly V1Pod[], gone: number): Promise<string[]> {
+    let lost: string[] = [];
+    try {
+      const events = await this.o.api.listNodeNotReadyEvents(job.metadata!.namespace!);
+      lost = nodeLostPodNames(job, owned, events).slice(0, gone);
+    } catch (err) {
+      this.o.log('warn', 'could not list NodeNotReady Events; gone pods are reported without a cause', { namespace: job.metadata?.namespace, job: job.metadata?.name, error: (err as Error).message });
+    }
+    const notes = lost.map((name) => `${name}: unaccounted: node lost`);
+    const rest = gone - lost.length;
+    if (rest > 0) notes.push(`${rest} pod(s) the Job counted as finished are gone (evicted, preempted or deleted): their sidecars' counts went with them, and nothing is left to harvest`);
+    return notes;
   }
 
   private async harvest(job: V1Job, hold: Hold, destination: Destination, sidecar: string, pods: readonly V1Pod[], outcomes: readonly PodOutcome[], notes: readonly string[], signal: AbortSignal): Promise<Delivery> {
@@ -286,9 +312,7 @@ function unaccountedNotes(pods: readonly V1Pod[], outcomes: readonly PodOutcome[
     const o = outcomes[i]!.sidecar;
     if (o.kind === 'reported' && o.message.state !== 'running') return;
     if (o.kind === 'running') return;
-    const disruption = (p.status?.conditions ?? []).find((c) => c.type === 'DisruptionTarget' && c.status === 'True');
-    const nodeLost = p.status?.reason === 'NodeLost' || disruption?.reason === 'DeletionByTaintManager' || disruption?.reason === 'DeletionByPodGC';
-    const why = nodeLost ? 'node lost' : o.kind === 'never-ran' ? 'sidecar never ran' : o.kind === 'silent' ? `sidecar ended without a report (${o.reason ?? `exit ${o.exitCode ?? '?'}`})` : 'sidecar killed after a checkpoint';
+    const why = o.kind === 'node-lost' || nodeLost(p) ? 'unaccounted: node lost' : o.kind === 'never-ran' ? 'sidecar never ran' : o.kind === 'silent' ? `sidecar ended without a report (${o.reason ?? `exit ${o.exitCode ?? '?'}`})` : 'sidecar killed after a checkpoint';
     out.push(`${p.metadata?.name ?? '?'}: ${why}`);
   });
   return out;
@@ -310,4 +334,26 @@ export function jobEvent(job: V1Job, type: 'Normal' | 'Warning', reason: string,
     lastTimestamp: now,
     count: 1,
   };
+}
+
+/** A Job's pods are named `<job>-<suffix>`, or `<job>-<index>-<suffix>` when indexed. */
+function jobPodName(job: V1Job, name: string): boolean {
+  const prefix = `${job.metadata?.name ?? ''}-`;
+  return name.startsWith(prefix) && /^(\d+-)?[a-z0-9]{5}$/.test(name.slice(prefix.length));
+}
+
+/** The gone pods of the Job that NodeNotReady Events name, once each, oldest first. */
+export function nodeLostPodNames(job: V1Job, there: readonly V1Pod[], events: readonly CoreV1Event[]): string[] {
+  const present = new Set(there.map((p) => p.metadata?.uid));
+  const created = job.metadata?.creationTimestamp ? new Date(job.metadata.creationTimestamp).getTime() : 0;
+  const seen = new Map<string, { name: string; at: number }>();
+  for (const e of events) {
+    const o = e.involvedObject;
+    if (o.kind !== 'Pod' || e.reason !== 'NodeNotReady' || !o.uid || !o.name || present.has(o.uid) || seen.has(o.uid)) continue;
+    if (!jobPodName(job, o.name)) continue;
+    const at = new Date(e.lastTimestamp ?? e.eventTime ?? e.firstTimestamp ?? 0).getTime();
+    if (at < created) continue;
+    seen.set(o.uid, { name: o.name, at });
+  }
+  return [...seen.values()].sort((a, b) => a.at - b.at).map((x) => x.name);
 }

@@ -17,7 +17,13 @@ export type SidecarOutcome =
   /** Exited without a message of ours (killed before its first checkpoint, OOM, crash). */
   | { readonly kind: 'silent'; readonly exitCode: number | undefined; readonly reason: string | undefined }
   /** Never started (the pod failed before it, or was deleted). */
-  | { readonly kind: 'never-ran' };
+  | { readonly kind: 'never-ran' }
+  /**
+   * Its node was lost while the sidecar ran: the status still says running
+   * because no kubelet is left to say otherwise, and no kubelet can serve the
+   * logs either. Nothing to wait for and nothing to harvest.
+   */
+  | { readonly kind: 'node-lost' };
 
 export interface PodOutcome {
   readonly pod: string;
@@ -85,6 +91,16 @@ function statusOf(pod: V1Pod, container: string): V1ContainerStatus | undefined 
   return all.find((s) => s.name === container);
 }
 
+/**
+ * The control plane's own marks of a pod whose node stopped answering: the
+ * taint manager's or the pod GC's disruption condition, or the old NodeLost
+ * reason. Written through the status subresource, which tenants do not hold.
+ */
+export function nodeLost(pod: V1Pod): boolean {
+  const disruption = (pod.status?.conditions ?? []).find((c) => c.type === 'DisruptionTarget' && c.status === 'True');
+  return pod.status?.reason === 'NodeLost' || disruption?.reason === 'DeletionByTaintManager' || disruption?.reason === 'DeletionByPodGC';
+}
+
 export function sidecarOutcome(pod: V1Pod, container: string): SidecarOutcome {
   const st = statusOf(pod, container);
   const terminated = st?.state?.terminated;
@@ -93,6 +109,7 @@ export function sidecarOutcome(pod: V1Pod, container: string): SidecarOutcome {
     if (message) return { kind: 'reported', message, exitCode: terminated.exitCode };
     return { kind: 'silent', exitCode: terminated.exitCode, reason: terminated.reason };
   }
+  if (nodeLost(pod)) return { kind: 'node-lost' };
   if (!podDone(pod)) return { kind: 'running' };
   // A done pod whose sidecar has no terminated state never ran it (or the
   // kubelet lost the state): either way nothing it read is known.
@@ -105,7 +122,7 @@ export function podOutcome(pod: V1Pod, container: string): PodOutcome {
 
 /** Whether the harvester has to read this pod's logs itself. */
 export function needsHarvest(o: SidecarOutcome): boolean {
-  if (o.kind === 'running') return false;
+  if (o.kind === 'running' || o.kind === 'node-lost') return false;
   if (o.kind !== 'reported') return true;
   // Dead-lettered lines were refused for good by the server (4xx): sending them
   // again would be refused again, so they count as lost, not as work.

@@ -371,7 +371,7 @@ describe('the rendered objects', () => {
     ]);
     expect(rulesOf(one<V1ClusterRole>(objects, 'ClusterRole', 'jh-jobharvest-harvester'))).toEqual([
       { apiGroups: ['batch'], resources: ['jobs'], verbs: ['get', 'list', 'watch', 'patch'] },
-      { apiGroups: [''], resources: ['events'], verbs: ['create'] },
+      { apiGroups: [''], resources: ['events'], verbs: ['create', 'list'] },
     ]);
     expect(rulesOf(one<V1Role>(objects, 'Role', 'jh-jobharvest-harvester'))).toEqual([
       { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },

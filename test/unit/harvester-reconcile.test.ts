@@ -82,6 +82,11 @@ class FakeApi implements HarvestApi {
   async createEvent(_ns: string, e: CoreV1Event): Promise<void> {
     this.events.push(e);
   }
+  /** What the node controller recorded in the namespace (NodeNotReady only, as the field selector asks). */
+  nodeEvents: CoreV1Event[] = [];
+  async listNodeNotReadyEvents(): Promise<CoreV1Event[]> {
+    return this.nodeEvents;
+  }
   delivery(): Delivery | undefined {
     return deliveryRecordOf(this.job, KEY);
   }
@@ -199,6 +204,52 @@ describe('reconcile', () => {
     const api2 = new FakeApi(k, [pod('p1', unsent(5))]);
     await run(reconciler(api2, []));
     expect(api2.delivery()).toMatchObject({ pods: 2, shipped: 15, harvested: 5, lost: 0, unaccounted: 1 });
+  });
+
+  it('a pod lost with its node, still listed: unaccounted, node lost, not waited for and not harvested', async () => {
+    // The taint manager evicted it; no kubelet is left to end it, so its
+    // sidecar still reads as running, and pods/log has nobody to ask.
+    const j = injectedJob();
+    j.status = { ...j.status, conditions: [{ type: 'Failed', status: 'True', lastTransitionTime: new Date(Date.now() - 1000) }], failed: 1 };
+    const p = pod('build-abcde', undefined);
+    p.metadata!.deletionTimestamp = new Date();
+    p.status = { ...p.status, phase: 'Running', initContainerStatuses: [{ name: 'jobharvest', image: 'x', imageID: '', ready: true, restartCount: 0, state: { running: {} } }], conditions: [{ type: 'DisruptionTarget', status: 'True', reason: 'DeletionByTaintManager' }] };
+    const api = new FakeApi(j, [p]);
+    const shipped: ShipRequest[] = [];
+    expect(await run(reconciler(api, shipped))).toEqual({ kind: 'done' });
+    expect(shipped).toHaveLength(0);
+    expect(api.delivery()).toMatchObject({ pods: 1, shipped: 0, unaccounted: 1, notes: ['build-abcde: unaccounted: node lost'] });
+  });
+
+  it('a pod lost with its node and gone: the NodeNotReady Event names it; other Events change nothing', async () => {
+    const j = injectedJob();
+    j.metadata!.creationTimestamp = new Date(Date.now() - 60_000);
+    j.status = { ...j.status, conditions: [{ type: 'Failed', status: 'True', lastTransitionTime: new Date(Date.now() - 1000) }], failed: 2 };
+    const api = new FakeApi(j, []);
+    const ev = (name: string, uid: string, agoMs = 10_000): CoreV1Event => ({
+      metadata: { name: `${name}.1` },
+      involvedObject: { kind: 'Pod', name, uid, namespace: 'team-a' },
+      reason: 'NodeNotReady',
+      message: 'Node is not ready',
+      lastTimestamp: new Date(Date.now() - agoMs),
+    });
+    api.nodeEvents = [
+      ev('build-abcde', 'u1'),
+      ev('build-abcde', 'u1'), // the same pod twice
+      ev('builder-xyz12', 'u2'), // another Job's pod
+      ev('build-fghij', 'u3', 120_000), // before this Job existed: a Job of the same name before it
+    ];
+    await run(reconciler(api, []));
+    expect(api.delivery()).toMatchObject({ pods: 2, unaccounted: 2, notes: ['build-abcde: unaccounted: node lost', expect.stringMatching(/^1 pod\(s\) the Job counted .* gone/)] });
+    // The Events cannot be read: the counts stay, the cause is not named.
+    const k = injectedJob();
+    k.status = { ...k.status, conditions: [{ type: 'Failed', status: 'True', lastTransitionTime: new Date(Date.now() - 1000) }], failed: 1 };
+    const api2 = new FakeApi(k, []);
+    api2.listNodeNotReadyEvents = async () => {
+      throw new Error('forbidden');
+    };
+    await run(reconciler(api2, []));
+    expect(api2.delivery()).toMatchObject({ pods: 1, unaccounted: 1, notes: [expect.stringMatching(/^1 pod\(s\) .* gone/)] });
   });
 
   it('a pod that only carries the controller-uid label is not the Job\'s: ignored and said so', async () => {
