@@ -26,8 +26,11 @@ export interface NodeEnv {
   stop(failed: boolean): Promise<void>;
 }
 
-export async function startNodeEnv(): Promise<NodeEnv> {
-  const cluster = await startCluster({ controllers: [...DEFAULT_CONTROLLERS, 'node-lifecycle-controller'] });
+export async function startNodeEnv(o: { controllers?: string[]; controllerManagerFlags?: string[] } = {}): Promise<NodeEnv> {
+  const cluster = await startCluster({
+    controllers: [...DEFAULT_CONTROLLERS, 'node-lifecycle-controller', ...(o.controllers ?? [])],
+    ...(o.controllerManagerFlags ? { controllerManagerFlags: o.controllerManagerFlags } : {}),
+  });
   let node: RealNode;
   try {
     node = await startNode({ cluster });
@@ -64,6 +67,9 @@ export interface ProductOnNode {
 export interface ProductOptions {
   /** Extra harvester flags, e.g. a short --max-hold-seconds; false: no harvester. */
   harvesterArgs?: string[] | false;
+  /** Extra kube-controller-manager controllers and flags (the pod GC, the node controller's timings). */
+  controllers?: string[];
+  controllerManagerFlags?: string[];
 }
 
 /**
@@ -89,7 +95,7 @@ export function nodeDestinations(sinkHost: string): DestinationSpec[] {
  * key, with VictoriaLogs (as the node reaches it) as its approved destination.
  */
 export async function startProductOnNode(name: string, webhookArgs: string[] = [], o: ProductOptions = {}): Promise<ProductOnNode> {
-  const env = await startNodeEnv();
+  const env = await startNodeEnv({ ...(o.controllers ? { controllers: o.controllers } : {}), ...(o.controllerManagerFlags ? { controllerManagerFlags: o.controllerManagerFlags } : {}) });
   let vl: VictoriaLogs | undefined;
   let webhook: WebhookProcess | undefined;
   let harvester: HarvesterProcess | undefined;

@@ -12,6 +12,8 @@
 #   3. unmounts everything under $dir, deepest first;
 #   4. deletes $dir, unless $2 is "keep".
 #
+# With $2 "kill" it does step 1 only: a node lost at once, for the tests.
+#
 # Every step goes on when one fails: a half-started node is undone as far as it got.
 set -uo pipefail
 
@@ -77,6 +79,9 @@ for proc in /proc/[0-9]*; do
   fi
 done
 sleep 0.5
+# "kill" stops here: the node is dead, as after a power cut, and its folder,
+# mounts and files stay for the test to read (stop() undoes them later).
+[[ "$keep" == kill ]] && exit 0
 
 if [[ -f "$dir/undo" ]]; then
   tac "$dir/undo" | while IFS= read -r line; do

@@ -127,6 +127,12 @@ export interface RealNode {
   cutPodConnections(port: number, ms: number): Promise<{ reset: number; refused: number }>;
   /** A command run in the node's network namespace. */
   nsExec(cmd: string, args: string[]): Promise<string>;
+  /**
+   * The node lost at once, as after a power cut: SIGKILL to the kubelet,
+   * containerd, the shims and every container, all in one go. Its files stay
+   * (the container logs above all) until stop().
+   */
+  crash(): void;
   stop(opts?: { failed?: boolean }): Promise<void>;
 }
 
@@ -589,6 +595,7 @@ export async function startNode(opts: NodeOptions): Promise<RealNode> {
       expose,
       cutPodConnections,
       nsExec: async (cmd, args) => (await inNs([cmd, ...args])).stdout,
+      crash: () => execFileSync('bash', [CLEANUP, dir, 'kill'], { stdio: 'ignore' }),
       stop,
     };
   } catch (err) {
