@@ -13,6 +13,22 @@ export function countLogRecords(b: Uint8Array): number {
   return new Walker(b).count();
 }
 
+/** What the shaping rows look at besides the count: how much structure the records carry. */
+export interface RecordShapes {
+  records: number;
+  /** Record attributes (log_record field 6), summed over the records. */
+  attributes: number;
+  /** Records whose body is a map (AnyValue kvlist_value, field 6). */
+  mapBodies: number;
+}
+
+/** Counts records as countLogRecords does, and also their attributes and map bodies (one level deeper, so a little slower). */
+export function shapeLogRecords(b: Uint8Array): RecordShapes {
+  return new Walker(b).shapes();
+}
+
+const ANY = 0;
+
 class Walker {
   private pos = 0;
   constructor(private readonly b: Uint8Array) {}
@@ -27,6 +43,22 @@ class Walker {
       ),
     );
     return n;
+  }
+
+  shapes(): RecordShapes {
+    const out: RecordShapes = { records: 0, attributes: 0, mapBodies: 0 };
+    this.fields(0, this.b.length, 1, (s, e) =>
+      this.fields(s, e, 2, (s2, e2) =>
+        this.fields(s2, e2, 2, (s3, e3) => {
+          out.records++;
+          this.fields(s3, e3, ANY, (s4, e4, field) => {
+            if (field === 6) out.attributes++;
+            else if (field === 5) this.fields(s4, e4, 6, () => out.mapBodies++);
+          });
+        }),
+      ),
+    );
+    return out;
   }
 
   private varint(): number {
@@ -45,8 +77,8 @@ class Walker {
     throw new Error(`bad varint at ${this.pos}`);
   }
 
-  /** Calls `on` for each length-delimited field numbered `want` of the message at [s, e); skips the others. */
-  private fields(s: number, e: number, want: number, on: (s: number, e: number) => void): void {
+  /** Calls `on` for each length-delimited field numbered `want` (or any, ANY) of the message at [s, e); skips the others. */
+  private fields(s: number, e: number, want: number, on: (s: number, e: number, field: number) => void): void {
     this.pos = s;
     while (this.pos < e) {
       const key = this.varint();
@@ -58,7 +90,7 @@ class Walker {
         const len = this.varint();
         const at = this.pos;
         if (at + len > e) throw new Error(`field ${key >>> 3} runs past its message`);
-        if (key >>> 3 === want) on(at, at + len);
+        if (want === ANY || key >>> 3 === want) on(at, at + len, key >>> 3);
         this.pos = at + len;
       } else throw new Error(`unsupported wire type ${wire}`);
     }
@@ -68,6 +100,9 @@ class Walker {
 
 export interface OtlpStats {
   records: number;
+  /** Only counted by a receiver started with `shapes`. */
+  attributes: number;
+  mapBodies: number;
   requests: number;
   wireBytes: number;
   firstRequestAt: number | undefined;
@@ -76,13 +111,14 @@ export interface OtlpStats {
 
 /** An OTLP/HTTP logs endpoint that counts records exactly and answers with an empty ExportLogsServiceResponse. */
 export class CountingOtlpReceiver {
-  readonly stats: OtlpStats = { records: 0, requests: 0, wireBytes: 0, firstRequestAt: undefined, lastRequestAt: undefined };
+  readonly stats: OtlpStats = { records: 0, attributes: 0, mapBodies: 0, requests: 0, wireBytes: 0, firstRequestAt: undefined, lastRequestAt: undefined };
   private waiters: { records: number; resolve: () => void }[] = [];
   private failure: Error | undefined;
 
   private constructor(private readonly server: Server) {}
 
-  static async start(): Promise<CountingOtlpReceiver> {
+  /** `shapes`: also count attributes and map bodies (shapeLogRecords), for the record-shaping rows. */
+  static async start(opts: { shapes?: boolean } = {}): Promise<CountingOtlpReceiver> {
     const server = createServer({ keepAliveTimeout: 60_000 });
     const r = new CountingOtlpReceiver(server);
     server.on('request', (req, res) => {
@@ -95,7 +131,13 @@ export class CountingOtlpReceiver {
           const wire = Buffer.concat(chunks);
           const gz = /gzip/i.test(String(req.headers['content-encoding'] ?? ''));
           if (!/protobuf/.test(String(req.headers['content-type'] ?? ''))) throw new Error(`content-type ${req.headers['content-type']}`);
-          r.add(countLogRecords(gz ? gunzipSync(wire) : wire), wire.length);
+          const body = gz ? gunzipSync(wire) : wire;
+          if (opts.shapes) {
+            const sh = shapeLogRecords(body);
+            r.stats.attributes += sh.attributes;
+            r.stats.mapBodies += sh.mapBodies;
+            r.add(sh.records, wire.length);
+          } else r.add(countLogRecords(body), wire.length);
           res.writeHead(200, { 'content-type': 'application/x-protobuf', 'content-length': '0' });
           res.end();
         } catch (err) {

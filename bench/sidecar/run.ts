@@ -7,10 +7,33 @@
 // omfwd TCP). OTLP receivers count the records in each request exactly.
 // All senders are pinned to one core (taskset -c 0) when taskset exists; the
 // receivers run in this process, pinned to the other core.
-// BENCH_SIDECAR_ROWS=sidecar,sidecar-otlp,otelcol,otelcol-gzip1,rsyslog picks rows.
+//
+// Record shaping: two more rows ship a second, "shaped" corpus (seeded: ~50%
+// plain lines, ~40% JSON object lines, ~10% of lines in Python tracebacks and
+// Java stack traces of 5-40 lines; see corpus.ts) with multiline joining and
+// JSON parsing on: the sidecar's OTLP sink (JOBHARVEST_MULTILINE_START,
+// JOBHARVEST_PARSE=json) and the Collector at gzip level 1 with the recombine
+// and json_parser operators, both from the same start-of-event pattern and
+// bounds. A shaping row ends once every event arrived joined, or, for a sender
+// that joins nothing (a sidecar without shaping), every line as its own record;
+// it reports which.
+//
+// Knobs (environment):
+//   BENCH_SIDECAR_ROWS=sidecar,sidecar-otlp,otelcol,otelcol-gzip1,rsyslog,sidecar-parse,otelcol-parse,sidecar-shaped
+//       picks rows (default: all but sidecar-shaped). sidecar-parse and
+//       otelcol-parse alone give the parsing ratio; sidecar-shaped is the OTLP
+//       row on the shaped corpus with shaping off, and when it runs the
+//       with/without-parsing line compares against it instead of sidecar-otlp.
+//   BENCH_SIDECAR_BYTES=<n>   minimum size of each corpus (default 1 GiB); e.g. 33554432 for a quick check.
+//   BENCH_SIDECAR_MULTILINE=builtin   the sidecar joins with its built-in rules
+//       (JOBHARVEST_MULTILINE=python,java) instead of the start pattern the
+//       Collector gets (the default, so both sides join by the same rule).
 //
 // Not a test: it prints figures; CPU seconds are the figure that holds on a
-// loaded machine. Its last lines are
+// loaded machine. With the shaping rows it also prints, before the lines below,
+//   ratio sidecar/otelcol per CPU-second with parsing: <r>x
+//   ratio sidecar otlp with parsing/without per CPU-second: <r>x (...)
+// Its last lines are
 //   ratio sidecar/otelcol per CPU-second: <r>x   (OTLP sink vs the collector at gzip level 1)
 //   MiBps=<x> peak_rss_MiB=<y> startup_ms=<z> peer_MiBps=<w>
 import { spawnSync } from 'node:child_process';
@@ -21,9 +44,10 @@ import { OTELCOL, ensureGoProgram, pinnedVersion } from '../../test/harness/serv
 import { ensureRsyslog, rsyslogVersion } from '../../test/harness/servers/rsyslog.ts';
 import { CountingHttpReceiver, CountingTcpReceiver } from '../../test/support/counting-receiver.ts';
 import { SidecarProcess, ensureSidecarBundle, summaryNumber } from '../../test/support/sidecar.ts';
-import { ensureCorpus } from './corpus.ts';
-import { Sampler } from './procstat.ts';
-import { startOtelcolPeer } from './otelcol-peer.ts';
+import { ENV, type EnvKey } from '../../src/contract/env.ts';
+import { SHAPED_EVENT_START, ensureCorpus, type Corpus } from './corpus.ts';
+import { Sampler, type ProcSample } from './procstat.ts';
+import { startOtelcolPeer, type Shaping } from './otelcol-peer.ts';
 import { CountingOtlpReceiver } from './otlp-receiver.ts';
 import { startRsyslogPeer, type PeerRun } from './rsyslog-peer.ts';
 
@@ -31,9 +55,32 @@ const MiB = 2 ** 20;
 const MIN_BYTES = Number(process.env.BENCH_SIDECAR_BYTES ?? 2 ** 30);
 const LINE_BYTES = 200;
 const TIMEOUT_MS = 15 * 60_000;
-const ALL_ROWS = ['sidecar', 'sidecar-otlp', 'otelcol', 'otelcol-gzip1', 'rsyslog'] as const;
+const ALL_ROWS = ['sidecar', 'sidecar-otlp', 'otelcol', 'otelcol-gzip1', 'rsyslog', 'sidecar-shaped', 'sidecar-parse', 'otelcol-parse'] as const;
 type RowKey = (typeof ALL_ROWS)[number];
-const ROWS = new Set((process.env.BENCH_SIDECAR_ROWS?.split(',') ?? ALL_ROWS) as RowKey[]);
+const DEFAULT_ROWS = ALL_ROWS.filter((k) => k !== 'sidecar-shaped');
+const ROWS = new Set((process.env.BENCH_SIDECAR_ROWS?.split(',') ?? DEFAULT_ROWS) as RowKey[]);
+for (const k of ROWS) if (!(ALL_ROWS as readonly string[]).includes(k)) throw new Error(`BENCH_SIDECAR_ROWS: unknown row ${k}; rows are ${ALL_ROWS.join(',')}`);
+const PLAIN_ROWS: readonly RowKey[] = ['sidecar', 'sidecar-otlp', 'otelcol', 'otelcol-gzip1', 'rsyslog'];
+const SHAPED_ROWS: readonly RowKey[] = ['sidecar-shaped', 'sidecar-parse', 'otelcol-parse'];
+const SIDECAR_BUILTIN_MULTILINE = process.env.BENCH_SIDECAR_MULTILINE === 'builtin';
+/**
+ * The record-shaping settings both sides get: the corpus's start-of-event
+ * pattern and the sidecar's documented defaults for the bounds and the flush
+ * period (set explicitly on the sidecar too, so a change of default does not
+ * silently make the two sides differ).
+ */
+const SHAPING: Shaping = {
+  eventStart: SHAPED_EVENT_START,
+  maxLines: Number(ENV.MULTILINE_MAX_LINES.default),
+  maxBytes: Number(ENV.MULTILINE_MAX_BYTES.default),
+  flushMs: Number(ENV.MULTILINE_FLUSH_MS.default),
+};
+/**
+ * A shaping row whose records stopped short of one per line ends after this
+ * long without a request: longer than the joiners' flush period plus a batch's
+ * wait, so the last held event has surely been sent.
+ */
+const SETTLE_QUIET_MS = SHAPING.flushMs + Number(ENV.BATCH_MAX_WAIT_MS.default) + 1000;
 
 const log = (m: string) => console.log(`[bench] ${m}`);
 const fmt = (n: number, d = 1) => n.toFixed(d);
@@ -145,13 +192,16 @@ async function benchSidecarOtlp(corpus: ReturnType<typeof ensureCorpus>): Promis
 }
 
 /** `gzipLevel` undefined: the exporter's documented default compression (gzip at its default level). */
-async function benchOtelcol(corpus: ReturnType<typeof ensureCorpus>, gzipLevel: number | undefined): Promise<Row> {
-  const receiver = await CountingOtlpReceiver.start();
+async function benchOtelcol(corpus: ReturnType<typeof ensureCorpus>, gzipLevel: number | undefined, shaping?: Shaping): Promise<Row> {
+  const receiver = await CountingOtlpReceiver.start({ shapes: shaping !== undefined });
   const work = mkdtempSync(join(tmpdir(), 'jh-bench-otelcol-'));
   let peer: ReturnType<typeof startOtelcolPeer> | undefined;
   try {
-    peer = startOtelcolPeer({ file: corpus.file, logsUrl: `${receiver.url}/v1/logs`, workDir: work, cpus: SENDER_CPUS, gzipLevel });
-    return await measurePeer(peer, receiver, corpus, `otelcol ${pinnedVersion(OTELCOL, 'go.opentelemetry.io/collector/otelcol')} (${gzipLevel === undefined ? 'default gzip' : `gzip ${gzipLevel}`})`);
+    peer = startOtelcolPeer({ file: corpus.file, logsUrl: `${receiver.url}/v1/logs`, workDir: work, cpus: SENDER_CPUS, gzipLevel, shaping });
+    const version = pinnedVersion(OTELCOL, 'go.opentelemetry.io/collector/otelcol');
+    const gzip = gzipLevel === undefined ? 'default gzip' : `gzip ${gzipLevel}`;
+    if (shaping) return await measureShapedPeer(peer, receiver, corpus, `otelcol ${version} (${gzip}, recombine+json)`);
+    return await measurePeer(peer, receiver, corpus, `otelcol ${version} (${gzip})`);
   } catch (err) {
     if (peer) log(`otelcol log:\n${peer.logTail()}`);
     throw err;
@@ -175,6 +225,120 @@ async function measurePeer(peer: PeerRun, receiver: CountingOtlpReceiver, corpus
   const doneAt = receiver.stats.lastRequestAt ?? Date.now();
   log(`${name}: received ${receiver.stats.records} of ${corpus.lines} records in ${receiver.stats.requests} requests (${fmt(receiver.stats.wireBytes / MiB)} MiB on the wire)`);
   return row(name, corpus.bytes, corpus.lines, peer.startedAt, receiver.stats.firstRequestAt, doneAt, sampler.last);
+}
+
+/**
+ * Waits for a shaping row's records: first `corpus.events` (every multi-line
+ * event joined), then until either `corpus.lines` arrived (the sender joined
+ * nothing) or no request came for SETTLE_QUIET_MS. The CPU reading is the one
+ * taken when the last records arrived, so the quiet wait is not counted.
+ */
+async function settle(receiver: CountingOtlpReceiver, corpus: Corpus, sampler: Sampler, exited: Promise<never>): Promise<ProcSample> {
+  await Promise.race([receiver.waitForRecords(corpus.events, TIMEOUT_MS), exited]);
+  let usage = sampler.poll();
+  let seen = receiver.stats.records;
+  let progressAt = Date.now();
+  const deadline = Date.now() + TIMEOUT_MS;
+  while (receiver.stats.records < corpus.lines && Date.now() - progressAt < SETTLE_QUIET_MS) {
+    if (Date.now() > deadline) throw new Error(`received ${receiver.stats.records} records, still coming after ${TIMEOUT_MS} ms`);
+    await Promise.race([new Promise((r) => setTimeout(r, 50)), exited]);
+    await receiver.waitForRecords(0, TIMEOUT_MS); // rejects once a request was malformed
+    if (receiver.stats.records !== seen) {
+      seen = receiver.stats.records;
+      usage = sampler.poll();
+      progressAt = Date.now();
+    }
+  }
+  return usage;
+}
+
+/** Shaping rows whose records were not the corpus's events, for a warning under the ratios. */
+const unjoined: string[] = [];
+
+/**
+ * What a shaping row's records say: joined as expected, not joined at all, or
+ * something else; and how much structure they carry (parsed JSON shows as
+ * attributes or map bodies, against the same sender with shaping off).
+ */
+function joinedNote(name: string, receiver: CountingOtlpReceiver, corpus: Corpus, expectJoined: boolean): string {
+  const { records, attributes, mapBodies } = receiver.stats;
+  const structure = `${fmt(attributes / Math.max(1, records), 2)} attributes/record, ${mapBodies} map bodies`;
+  if (records === corpus.events) return `${records} records = the ${corpus.events} events: multi-line events joined; ${structure}`;
+  if (expectJoined) unjoined.push(name);
+  if (records === corpus.lines) return `${records} records = one per line: NOT joined; ${structure}`;
+  return `${records} records, expected ${corpus.events} events (or ${corpus.lines} lines unjoined): joined differently; ${structure}`;
+}
+
+/** The OTLP sink on the shaped corpus; `parse`: multiline joining and JSON parsing on (SHAPING), otherwise shaping off. */
+async function benchSidecarShaped(corpus: Corpus, parse: boolean): Promise<Row> {
+  const receiver = await CountingOtlpReceiver.start({ shapes: true });
+  const state = mkdtempSync(join(tmpdir(), 'jh-bench-state-'));
+  const settings: Partial<Record<EnvKey, string>> = { OTLP_ENCODING: 'protobuf' };
+  if (parse) {
+    // Default: the same start pattern the Collector's recombine gets (RE2 on both sides).
+    if (SIDECAR_BUILTIN_MULTILINE) settings.MULTILINE = 'python,java';
+    else settings.MULTILINE_START = SHAPING.eventStart;
+    settings.MULTILINE_MAX_LINES = String(SHAPING.maxLines);
+    settings.MULTILINE_MAX_BYTES = String(SHAPING.maxBytes);
+    settings.MULTILINE_FLUSH_MS = String(SHAPING.flushMs);
+    settings.PARSE = 'json';
+    settings.JSON_MAX_FIELDS = ENV.JSON_MAX_FIELDS.default;
+    settings.JSON_MAX_DEPTH = ENV.JSON_MAX_DEPTH.default;
+  }
+  try {
+    const sidecar = SidecarProcess.start({
+      identity: corpus.identity,
+      logDir: corpus.podDir,
+      stateDir: state,
+      sink: 'otlp',
+      endpoint: receiver.url,
+      settings,
+      cpus: SENDER_CPUS,
+    });
+    const sampler = new Sampler(sidecar.pid);
+    let usage: ProcSample;
+    try {
+      usage = await settle(
+        receiver,
+        corpus,
+        sampler,
+        sidecar.exited().then((e) => Promise.reject(new Error(`sidecar exited early (${e.code ?? e.signal}):\n${sidecar.tail()}`))),
+      );
+    } catch (err) {
+      sampler.stop();
+      await sidecar.kill();
+      throw err;
+    }
+    const doneAt = receiver.stats.lastRequestAt ?? Date.now();
+    const exit = await sidecar.stop();
+    const final = sampler.stop();
+    if (exit.code !== 0) log(`sidecar exit ${exit.code ?? exit.signal}:\n${sidecar.tail()}`);
+    const what = parse ? `multiline (${SIDECAR_BUILTIN_MULTILINE ? 'built-in python,java' : 'start pattern'}) + json` : 'shaping off';
+    const name = parse ? 'jobharvest sidecar (otlp, multiline+json)' : 'jobharvest sidecar (otlp, shaped corpus)';
+    log(`sidecar otlp, shaped corpus, ${what}: ${joinedNote(name, receiver, corpus, parse)}; ${receiver.stats.requests} requests (${fmt(receiver.stats.wireBytes / MiB)} MiB on the wire); summary lines_shipped=${summaryNumber(exit.summary, 'lines_shipped')}`);
+    return row(name, corpus.bytes, corpus.lines, sidecar.startedAt, receiver.stats.firstRequestAt, doneAt, { cpuSeconds: usage.cpuSeconds, peakRssMiB: final.peakRssMiB });
+  } finally {
+    await receiver.close();
+    rmSync(state, { recursive: true, force: true });
+  }
+}
+
+async function measureShapedPeer(peer: PeerRun, receiver: CountingOtlpReceiver, corpus: Corpus, name: string): Promise<Row> {
+  const sampler = new Sampler(peer.pid);
+  let usage: ProcSample;
+  try {
+    usage = await settle(
+      receiver,
+      corpus,
+      sampler,
+      peer.exited().then((e) => Promise.reject(new Error(`${name} exited early (${e.code ?? e.signal})`))),
+    );
+  } finally {
+    sampler.stop();
+  }
+  const doneAt = receiver.stats.lastRequestAt ?? Date.now();
+  log(`${name}: ${joinedNote(name, receiver, corpus, true)}; ${receiver.stats.requests} requests (${fmt(receiver.stats.wireBytes / MiB)} MiB on the wire)`);
+  return row(name, corpus.bytes, corpus.lines, peer.startedAt, receiver.stats.firstRequestAt, doneAt, { cpuSeconds: usage.cpuSeconds, peakRssMiB: sampler.last.peakRssMiB });
 }
 
 async function benchRsyslog(corpus: ReturnType<typeof ensureCorpus>): Promise<Row> {
@@ -204,19 +368,29 @@ async function benchRsyslog(corpus: ReturnType<typeof ensureCorpus>): Promise<Ro
   }
 }
 
-const corpus = ensureCorpus(MIN_BYTES, LINE_BYTES, log);
+const wants = (keys: readonly RowKey[]) => keys.some((k) => ROWS.has(k));
+// Each corpus only when a row needs it: generating one takes a while.
+const corpus = wants(PLAIN_ROWS) ? ensureCorpus(MIN_BYTES, LINE_BYTES, log) : undefined;
+const shaped = wants(SHAPED_ROWS) ? ensureCorpus(MIN_BYTES, LINE_BYTES, log, 'shaped') : undefined;
 ensureSidecarBundle();
 if (ROWS.has('rsyslog')) ensureRsyslog(log);
-if (ROWS.has('otelcol') || ROWS.has('otelcol-gzip1')) ensureGoProgram(OTELCOL, log);
-log(`corpus ${corpus.file}: ${corpus.lines} lines, ${fmt(corpus.bytes / MiB, 0)} MiB, ~${fmt(corpus.bytes / corpus.lines, 0)} B/line`);
+if (ROWS.has('otelcol') || ROWS.has('otelcol-gzip1') || ROWS.has('otelcol-parse')) ensureGoProgram(OTELCOL, log);
+if (corpus) log(`corpus ${corpus.file}: ${corpus.lines} lines, ${fmt(corpus.bytes / MiB, 0)} MiB, ~${fmt(corpus.bytes / corpus.lines, 0)} B/line`);
+if (shaped) log(`shaped corpus ${shaped.file}: ${shaped.lines} lines in ${shaped.events} events, ${fmt(shaped.bytes / MiB, 0)} MiB, ~${fmt(shaped.bytes / shaped.lines, 0)} B/line; event start ${SHAPED_EVENT_START}`);
 log(oneCore ? 'senders pinned to CPU 0, receivers to CPU 1' : 'taskset unavailable or one CPU: not pinned');
 
+const plain = () => corpus ?? ensureCorpus(MIN_BYTES, LINE_BYTES, log);
+const shapedCorpus = () => shaped ?? ensureCorpus(MIN_BYTES, LINE_BYTES, log, 'shaped');
 const runners: Record<RowKey, () => Promise<Row>> = {
-  sidecar: () => benchSidecar(corpus),
-  'sidecar-otlp': () => benchSidecarOtlp(corpus),
-  otelcol: () => benchOtelcol(corpus, undefined),
-  'otelcol-gzip1': () => benchOtelcol(corpus, 1),
-  rsyslog: () => benchRsyslog(corpus),
+  sidecar: () => benchSidecar(plain()),
+  'sidecar-otlp': () => benchSidecarOtlp(plain()),
+  otelcol: () => benchOtelcol(plain(), undefined),
+  'otelcol-gzip1': () => benchOtelcol(plain(), 1),
+  rsyslog: () => benchRsyslog(plain()),
+  'sidecar-shaped': () => benchSidecarShaped(shapedCorpus(), false),
+  'sidecar-parse': () => benchSidecarShaped(shapedCorpus(), true),
+  // The exporter as in the otelcol-gzip1 row, which the headline ratio uses.
+  'otelcol-parse': () => benchOtelcol(shapedCorpus(), 1, SHAPING),
 };
 const rows: Row[] = [];
 for (const key of ALL_ROWS) if (ROWS.has(key)) rows.push({ ...(await runners[key]()), key });
@@ -236,6 +410,16 @@ const otlp = by('sidecar-otlp');
 const rsyslog = by('rsyslog');
 const collectorDefault = by('otelcol');
 const collectorGzip1 = by('otelcol-gzip1');
+const parsing = by('sidecar-parse');
+const collectorParsing = by('otelcol-parse');
+const shapedRaw = by('sidecar-shaped');
+if (parsing && collectorParsing) console.log(`ratio sidecar/otelcol per CPU-second with parsing: ${fmt(perCpu(parsing) / perCpu(collectorParsing), 2)}x`);
+if (parsing && (shapedRaw ?? otlp)) {
+  const base = (shapedRaw ?? otlp)!;
+  const note = shapedRaw ? 'both on the shaped corpus' : 'without: the otlp row on the plain corpus';
+  console.log(`ratio sidecar otlp with parsing/without per CPU-second: ${fmt(perCpu(parsing) / perCpu(base), 2)}x (${note})`);
+}
+if (unjoined.length > 0) console.log(`warning: not joined into the corpus's events, so not yet a like-for-like parsing row: ${unjoined.join('; ')}`);
 if (me && rsyslog) console.log(`ratio sidecar/rsyslog throughput: ${fmt(me.MiBps / rsyslog.MiBps, 2)}x`);
 if (otlp && collectorDefault) console.log(`ratio sidecar/otelcol per CPU-second at the collector's default gzip: ${fmt(perCpu(otlp) / perCpu(collectorDefault), 2)}x`);
 if (otlp && collectorGzip1) {
