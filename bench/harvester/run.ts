@@ -34,7 +34,12 @@
 //     run (after every Job has finished, so the kubelet's pods do not weigh on
 //     it); the Jobs are suspended, in a namespace no kubelet schedules.
 //
-// Prints `harvests=… concurrency=… peak_rss_MiB=… limit_MiB=256` and
+//   - Jobs never touched: UNTOUCHED_JOBS (60) suspended Jobs of ~1 MiB each
+//     in a namespace that never opted in, created while the harvester idles;
+//     its RSS before and 10 s after, against their size.
+//
+// Prints `untouched_jobs=… untouched_MiB=… rss_growth_MiB=… ratio_growth_to_size=…`,
+// `harvests=… concurrency=… peak_rss_MiB=… limit_MiB=256` and
 // `admission_p50_ms=… admission_p99_ms=… baseline_p50_ms=… baseline_p99_ms=… ratio_p99=…`.
 // Bounded (RUN_LIMIT_MS); everything it started is stopped, on failure too.
 import { BatchV1Api, CoreV1Api, Watch, type V1Job } from '@kubernetes/client-node';
@@ -63,6 +68,9 @@ const RUN_LIMIT_MS = 8 * 60_000;
 const NAME = 'hvbench';
 const WORK_NS = `${NAME}-work`;
 const ADMIT_NS = 'hvbench-admission';
+/** Jobs in a namespace that never opted in: the harvester must not hold them. */
+const UNTOUCHED = Number(process.env.UNTOUCHED_JOBS ?? 60);
+const UNTOUCHED_NS = 'hvbench-untouched';
 
 const TSX = process.env.HARVESTER_TSX === '1';
 const ROOT = new URL('../../', import.meta.url).pathname;
@@ -303,6 +311,33 @@ async function main(): Promise<void> {
     await admission(batch, 'warmup', 10);
     const baseline = await admission(batch, 'baseline', ADMISSION_N);
     log(`baseline admission: ${ADMISSION_N} Jobs, p50 ${fmt(quantile(baseline, 0.5))} ms, p99 ${fmt(quantile(baseline, 0.99))} ms; RSS of the idle harvester ${fmt((statusKiB(pid, 'VmRSS') ?? 0) / 1024)} MiB`);
+
+    // Defect 9 of the first harvester: its informer cached every Job of the
+    // cluster in full. Jobs of a namespace that never opted in, ~1 MiB each,
+    // must not grow the harvester: it lists and watches only the Jobs the
+    // webhook labelled, and keeps their keys only.
+    await core.createNamespace({ body: { metadata: { name: UNTOUCHED_NS } } });
+    for (;;) {
+      checkTime('waiting for the default ServiceAccount');
+      if (await core.readNamespacedServiceAccount({ name: 'default', namespace: UNTOUCHED_NS }).then(() => true, () => false)) break;
+      await sleep(200);
+    }
+    const rssBefore = statusKiB(pid, 'VmRSS') ?? 0;
+    const pad = 'x'.repeat(1024 * 1024 - 200);
+    let untouchedBytes = 0;
+    for (let i = 0; i < UNTOUCHED; i++) {
+      const body = shellJob(`untouched-${i}`, { script: `true # ${pad}` });
+      body.spec!.suspend = true;
+      untouchedBytes += JSON.stringify(body).length;
+      await batch.createNamespacedJob({ namespace: UNTOUCHED_NS, body });
+    }
+    // Long enough for a watch to have delivered them all, and for a cache to hold them.
+    await sleep(10_000);
+    const rssAfter = statusKiB(pid, 'VmRSS') ?? 0;
+    const growthMiB = (rssAfter - rssBefore) / 1024;
+    const untouchedMiB = untouchedBytes / 1024 / 1024;
+    log(`${UNTOUCHED} Jobs of ${fmt(untouchedMiB / Math.max(1, UNTOUCHED), 2)} MiB each in ${UNTOUCHED_NS} (not opted in): harvester RSS ${fmt(rssBefore / 1024)} -> ${fmt(rssAfter / 1024)} MiB`);
+    console.log(`untouched_jobs=${UNTOUCHED} untouched_MiB=${fmt(untouchedMiB)} rss_growth_MiB=${fmt(growthMiB)} ratio_growth_to_size=${fmt(growthMiB / untouchedMiB, 3)}`);
 
     // Held and released Jobs, as the watch delivers them.
     const heldSeen = new Set<string>();
