@@ -16,6 +16,10 @@ import { UnreadableFiles } from './unreadable.ts';
 import { DONE, GzTail, IDLE, PlainTail, ReadBuffer, type FileState, type Release, type Step, type Tail, type TailOptions } from './tail.ts';
 import type { CriDecoder } from './cri.ts';
 
+/** How long every file must have gone unwritten before a drain reads to EOF and stops (see settle()). */
+export const DRAIN_QUIET_MS = 500;
+/** The longest a drain follows files that keep being written: the kubelet's SIGKILL window for the main containers (2 s) and a margin. */
+export const DRAIN_SETTLE_MAX_MS = 3000;
 /** Scans in a row a finished file must be absent before its checkpoint entry is dropped. */
 const PRUNE_AFTER_SCANS = 3;
 
@@ -115,8 +119,12 @@ export class NodeSource implements LogSource {
     this.loopDone = this.loop();
   }
 
-  /** SIGTERM: look once more for new files, then read everything to EOF and let go. */
+  /**
+   * SIGTERM: wait until no container is still writing, look once more for new
+   * files, then read everything to EOF and let go.
+   */
   async flush(): Promise<void> {
+    await this.settle();
     this.final = true;
     await this.scan();
     // Only now may the loop finish: until this last scan is through, a file it
@@ -125,6 +133,34 @@ export class NodeSource implements LogSource {
     this.stopWatching();
     this.kick();
     await this.loopDone;
+  }
+
+  /**
+   * The kubelet sends the sidecar SIGTERM once the main containers have
+   * exited, or once the pod's grace period has run out while they still run:
+   * then they get their SIGKILL only with the kubelet's minimum window (2 s),
+   * and a main container that ignores SIGTERM writes on meanwhile. Reading to
+   * the EOF of that moment would report a complete delivery and leave out
+   * what follows, so the drain first keeps tailing until every file has gone
+   * unwritten for DRAIN_QUIET_MS. A node-mode sidecar cannot see other
+   * containers' states; a file's modification time is what it has. A pod
+   * whose containers ended before the SIGTERM waits at most that long once.
+   */
+  private async settle(): Promise<void> {
+    const until = Date.now() + DRAIN_SETTLE_MAX_MS;
+    for (;;) {
+      let newest = 0;
+      for (const t of this.tails) {
+        try {
+          newest = Math.max(newest, (await lstat(t.path)).mtimeMs);
+        } catch {
+          // rotated or removed meanwhile: its successor is in the list
+        }
+      }
+      const wait = newest + DRAIN_QUIET_MS - Date.now();
+      if (wait <= 0 || Date.now() >= until || this.stopped) return;
+      await new Promise((r) => setTimeout(r, Math.min(wait, until - Date.now(), 100)));
+    }
   }
 
   /** Drain deadline: stop reading wherever we are. */
