@@ -50,6 +50,8 @@ function check(pattern: string): string | undefined {
   if (bytes > MAX_PATTERN_BYTES) return `longer than ${MAX_PATTERN_BYTES} bytes (${bytes})`;
   // eslint-disable-next-line no-control-regex
   if (/[\u0000-\u001f\u007f]/.test(pattern)) return 'contains control characters (write \\t or \\x00 escapes instead)';
+  // RE2 reads these as a malformed named group; say what they are instead.
+  if (/\(\?<?[=!]/.test(pattern)) return 'not an RE2 pattern: lookahead and lookbehind are not supported (they cannot run in linear time)';
   let size: number;
   try {
     size = RE2JS.compile(pattern).programSize();
