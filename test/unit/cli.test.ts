@@ -56,6 +56,8 @@ describe('jobharvest CLI (real process)', () => {
       'pod template annotation jobharvest.io/multiline-start="(?<=\\\\n)\\\\S" ignored: not an RE2 pattern: lookahead and lookbehind are not supported (they cannot run in linear time); using ^\\[',
     );
     expect(r.stderr).toMatch(/jobharvest.io\/multiline="java,cobol" ignored: unknown rule "cobol"/);
+    const e = cli(['explain', '-f', 'test/golden/shaping.yaml', '--config', 'test/golden/config/shaping.yaml']);
+    expect(e.stdout).toMatch(/^Job team-a\/shaping: inject \(.*drainSeconds=25, multiline=python,java, multilineStart=".*", parse=json\)$/m);
   });
 
   it('explain says inject or skip, and why', () => {
