@@ -1,4 +1,8 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { webhookOptions } from '../../src/cli/webhook-flags.ts';
 import { ENV } from '../../src/contract/env.ts';
 import { MAX_PATTERN_BYTES, patternProblem } from '../../src/contract/shaping-settings.ts';
 import { sidecarDigest } from '../../src/contract/signature.ts';
@@ -23,7 +27,7 @@ const SHAPING = [
   ENV.MULTILINE, ENV.MULTILINE_START, ENV.MULTILINE_MAX_LINES, ENV.MULTILINE_MAX_BYTES, ENV.MULTILINE_FLUSH_MS,
   ENV.PARSE, ENV.JSON_MAX_FIELDS, ENV.JSON_MAX_DEPTH, ENV.MASK, ENV.MASK_PATTERNS, ENV.MASK_REPLACEMENT,
   ENV.JOB_LABELS, ENV.JOB_ANNOTATIONS, ENV.LOKI_STREAM_LABELS, ENV.LOKI_MAX_METADATA,
-].map((v) => v.name);
+].map((v): string => v.name);
 
 describe('record-shaping settings', () => {
   it('leave the sidecar without any shaping variable when nothing is configured', () => {
@@ -145,6 +149,13 @@ describe('the configuration of record shaping', () => {
   it('fails start-up on a mask or start pattern RE2 refuses, naming the value', () => {
     expect(bad({ mask: { patterns: ['ok', '(?=lookahead)'] } })).toMatch(/sidecar\.mask\.patterns\[1\]: not an RE2 pattern/);
     expect(bad({ multiline: { start: '[' } })).toMatch(/sidecar\.multiline\.start: not an RE2 pattern/);
+  });
+
+  it('stops the webhook before it listens when the config file holds a bad mask pattern', () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'jh-shaping-')), 'config.yaml');
+    writeFileSync(file, "sidecar:\n  mask:\n    patterns: ['password=(?!x)']\n");
+    const start = () => webhookOptions({ config: file, host: '127.0.0.1', port: '0', serviceName: 'jh', logReaderClusterrole: 'r', apiRbac: true });
+    expect(start).toThrow(/^invalid configuration: sidecar\.mask\.patterns\[0\]: not an RE2 pattern: lookahead and lookbehind are not supported/);
   });
 
   it('refuses unknown rules, masks and formats, bounds out of range, and stream labels that are not carried', () => {
