@@ -59,6 +59,8 @@ export function carriedMetadata(job: Job, keys: { labels: readonly string[]; ann
   const podLabels = job.spec?.template?.metadata?.labels ?? {};
   const jobAnnotations = job.metadata?.annotations ?? {};
   let budget = MAX_CARRIED_TOTAL_BYTES;
+  // One warning for each kind of cut, however many keys: the API server bounds the warnings it passes on.
+  const cutKeys: string[] = [];
   const dropped: string[] = [];
 
   const collect = (kind: string, names: readonly string[], lookup: (k: string) => unknown): string | undefined => {
@@ -72,7 +74,7 @@ export function carriedMetadata(job: Job, keys: { labels: readonly string[]; ann
       const raw = lookup(key);
       if (typeof raw !== 'string') continue;
       const value = cut(raw, MAX_CARRIED_VALUE_BYTES);
-      if (value !== raw) warnings.push(`${kind} ${key} is ${Buffer.byteLength(raw)} bytes; carried cut to ${MAX_CARRIED_VALUE_BYTES}`);
+      if (value !== raw) cutKeys.push(`${kind} ${key} (${Buffer.byteLength(raw)} bytes)`);
       const entry = Buffer.byteLength(`${any ? ',' : ''}${JSON.stringify(key)}:${JSON.stringify(value)}`);
       if (size + entry > budget) {
         dropped.push(`${kind} ${key}`);
@@ -89,6 +91,7 @@ export function carriedMetadata(job: Job, keys: { labels: readonly string[]; ann
 
   const labels = collect('label', keys.labels, (k) => (Object.hasOwn(jobLabels, k) ? jobLabels[k] : Object.hasOwn(podLabels, k) ? podLabels[k] : undefined));
   const annotations = collect('annotation', keys.annotations, (k) => (Object.hasOwn(jobAnnotations, k) ? jobAnnotations[k] : undefined));
+  if (cutKeys.length) warnings.push(`carried values are cut to ${MAX_CARRIED_VALUE_BYTES} bytes: ${cutKeys.join(', ')}`);
   if (dropped.length) warnings.push(`carried labels and annotations are limited to ${MAX_CARRIED_TOTAL_BYTES} bytes in all; left out: ${dropped.join(', ')}`);
   return { labels, annotations, warnings };
 }

@@ -65,7 +65,7 @@ export function globalSettings(cfg: Config): Settings {
     otlpEncoding: cfg.sink.otlpEncoding,
     lokiTenant: cfg.sink.lokiTenant,
     forwardTag: cfg.sink.forwardTag,
-    multiline: [...cfg.sidecar.multiline.rules],
+    multiline: [...new Set(cfg.sidecar.multiline.rules)],
     multilineStart: cfg.sidecar.multiline.start?.trim(),
     parse: cfg.sidecar.parse.format,
   };

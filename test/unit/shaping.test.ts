@@ -202,7 +202,7 @@ describe('carried labels and annotations', () => {
     expect(Buffer.byteLength(value)).toBeLessThanOrEqual(MAX_CARRIED_VALUE_BYTES);
     expect(value.endsWith('…')).toBe(true);
     expect(value.startsWith('éé')).toBe(true);
-    expect(c.warnings).toEqual(['annotation owner is 2000 bytes; carried cut to 1024']);
+    expect(c.warnings).toEqual(['carried values are cut to 1024 bytes: annotation owner (2000 bytes)']);
   });
 
   it('keeps both variables together under the total, leaving out the keys that do not fit', () => {
