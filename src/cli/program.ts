@@ -7,6 +7,7 @@ import { runProgram } from './entry.ts';
 import { logsCommand } from './logs-command.ts';
 import { loadConfig, type SettingFlags } from './options.ts';
 import { webhookOptions, type WebhookFlags } from './webhook-flags.ts';
+import type { Settings } from '../core/settings.ts';
 
 function readInput(file: string): { text: string; source: string } {
   try {
@@ -54,7 +55,7 @@ export function program(): Command {
         const d = v.result.decision;
         const line =
           d.action === 'inject'
-            ? `${v.ref}: inject (mode=${d.mode}, sink=${d.settings.sink}, ttlSecondsAfterFinished=${d.ttlSecondsAfterFinished ?? `unset (sink ${d.settings.sink} is not durable)`}, drainSeconds=${d.settings.drainSeconds})`
+            ? `${v.ref}: inject (mode=${d.mode}, sink=${d.settings.sink}, ttlSecondsAfterFinished=${d.ttlSecondsAfterFinished ?? `unset (sink ${d.settings.sink} is not durable)`}, drainSeconds=${d.settings.drainSeconds}${shapingSummary(d.settings)})`
             : `${v.ref}: skip (${d.reason}): ${d.detail}`;
         process.stdout.write(line + '\n');
         for (const w of v.result.warnings) process.stdout.write(`  warning: ${w}\n`);
@@ -111,4 +112,13 @@ export function program(): Command {
 
 export async function main(argv: string[]): Promise<void> {
   await runProgram(program(), argv);
+}
+
+/** Shaping appears only when on, so the line of a Job without it reads as before. */
+function shapingSummary(s: Settings): string {
+  const parts: string[] = [];
+  if (s.multiline.length) parts.push(`multiline=${s.multiline.join(',')}`);
+  if (s.multilineStart !== undefined) parts.push(`multilineStart=${JSON.stringify(s.multilineStart)}`);
+  if (s.parse === 'json') parts.push('parse=json');
+  return parts.map((p) => `, ${p}`).join('');
 }

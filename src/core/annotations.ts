@@ -2,6 +2,7 @@ import { credentialQueryParameter, isEndpointScheme } from '../contract/endpoint
 import { esIndexProblem, forwardTagProblem, lokiTenantProblem } from '../contract/values.ts';
 import { SINKS, type SinkType } from '../contract/env.ts';
 import { STATUS_ANNOTATION } from '../contract/harvest.ts';
+import { MULTILINE_RULES, PARSE_FORMATS, patternProblem, type MultilineRule, type ParseFormat } from '../contract/shaping-settings.ts';
 
 /** Every annotation jobharvest reads or writes. The docs test compares this list with the configuration reference. */
 export const ANNOTATIONS = {
@@ -17,6 +18,9 @@ export const ANNOTATIONS = {
   otlpEncoding: 'jobharvest.io/otlp-encoding',
   lokiTenant: 'jobharvest.io/loki-tenant',
   forwardTag: 'jobharvest.io/forward-tag',
+  multiline: 'jobharvest.io/multiline',
+  multilineStart: 'jobharvest.io/multiline-start',
+  parse: 'jobharvest.io/parse',
   status: STATUS_ANNOTATION,
   /** Written at admission from the configured template: where the Job's logs can be read. */
   logsUrl: 'jobharvest.io/logs-url',
@@ -99,6 +103,31 @@ export const parse = {
     // eslint-disable-next-line no-control-regex
     if (/[\u0000-\u001f\u007f]/.test(s)) return bad('contains control characters');
     return ok(s);
+  },
+  /** Comma-separated built-in rules; `none` turns joining off at this level. */
+  multiline(v: string): ParseResult<MultilineRule[]> {
+    const s = v.trim();
+    if (s === 'none') return ok([]);
+    const rules: MultilineRule[] = [];
+    for (const part of s.split(',')) {
+      const rule = part.trim();
+      if (rule === '') continue;
+      if (!(MULTILINE_RULES as readonly string[]).includes(rule)) {
+        return bad(`unknown rule ${JSON.stringify(rule.slice(0, 40))}; expected a list of ${MULTILINE_RULES.join(', ')}, or none`);
+      }
+      if (!rules.includes(rule as MultilineRule)) rules.push(rule as MultilineRule);
+    }
+    return rules.length ? ok(rules) : bad(`empty; expected a list of ${MULTILINE_RULES.join(', ')}, or none`);
+  },
+  /** Trimmed like every other value, because the sidecar trims its environment. */
+  pattern(v: string): ParseResult<string> {
+    const s = v.trim();
+    const why = patternProblem(s);
+    return why === undefined ? ok(s) : bad(why);
+  },
+  parseFormat(v: string): ParseResult<ParseFormat> {
+    const s = v.trim();
+    return (PARSE_FORMATS as readonly string[]).includes(s) ? ok(s as ParseFormat) : bad(`expected ${PARSE_FORMATS.join(' or ')}`);
   },
   esIndex: checked(esIndexProblem),
   lokiTenant: checked(lokiTenantProblem),

@@ -3,6 +3,8 @@ import { SINKS } from '../contract/env.ts';
 import { ERROR_CODES, JobharvestError } from './errors.ts';
 import { parse, QUERY_TYPES } from './annotations.ts';
 import { headerListProblem } from '../contract/values.ts';
+import { MASK_BUILTINS, MULTILINE_RULES, PARSE_FORMATS, patternProblem } from '../contract/shaping-settings.ts';
+import { carriedKeyProblem, MAX_CARRIED_KEYS } from './carry.ts';
 
 function headerList(v: string): { ok: boolean; why?: string } {
   const why = headerListProblem(v);
@@ -92,6 +94,52 @@ const configSchema = z
         // kubelet configured elsewhere needs this, or the hostPath check fails
         // and the pod never starts.
         podLogsHostPath: z.string().regex(/^\/[^\0]*$/, 'an absolute path').default('/var/log/pods'),
+        // Record shaping. Every key left out leaves its variable unset on the
+        // sidecar, so its default applies and a pod without shaping is
+        // unchanged. rules, start and parse.format are defaults a namespace or
+        // Job may override by annotation; the bounds, the masks and what is
+        // carried are the operator's alone (docs/security.md).
+        multiline: z
+          .object({
+            rules: z.array(z.enum(MULTILINE_RULES)).default([]),
+            start: z.string().optional(),
+            maxLines: z.number().int().min(1).max(100_000).optional(),
+            // The sidecar cuts any record at JOBHARVEST_MAX_RECORD_BYTES (262144), which the webhook leaves at its default.
+            maxBytes: z.number().int().min(1).max(262_144).optional(),
+            flushMs: z.number().int().min(1).max(60_000).optional(),
+          })
+          .strict()
+          .prefault({}),
+        parse: z
+          .object({
+            format: z.enum(PARSE_FORMATS).optional(),
+            maxFields: z.number().int().min(1).max(1024).optional(),
+            maxDepth: z.number().int().min(1).max(32).optional(),
+          })
+          .strict()
+          .prefault({}),
+        mask: z
+          .object({
+            builtin: z.array(z.enum([...MASK_BUILTINS, 'all'])).default([]),
+            patterns: z.array(z.string()).max(64).default([]),
+            replacement: z.string().max(256).optional(),
+          })
+          .strict()
+          .prefault({}),
+        carry: z
+          .object({
+            labels: z.array(z.string()).max(MAX_CARRIED_KEYS).default([]),
+            annotations: z.array(z.string()).max(MAX_CARRIED_KEYS).default([]),
+          })
+          .strict()
+          .prefault({}),
+        loki: z
+          .object({
+            streamLabels: z.array(z.string()).default([]),
+            maxMetadata: z.number().int().min(0).max(256).optional(),
+          })
+          .strict()
+          .prefault({}),
       })
       .strict()
       // prefault, not default: the empty object goes through the schema above,
@@ -131,6 +179,15 @@ export function parseConfig(input: unknown): Config {
     ['query.authSecret', cfg.query.authSecret, parse.secretName],
     ['logsUrlTemplate', cfg.logsUrlTemplate || undefined, logsUrlTemplateCheck],
   ];
+  const sc = cfg.sidecar;
+  checks.push(['sidecar.multiline.start', sc.multiline.start, parse.pattern]);
+  sc.mask.patterns.forEach((p, i) => checks.push([`sidecar.mask.patterns[${i}]`, p, operatorPattern]));
+  checks.push(['sidecar.mask.replacement', sc.mask.replacement, parse.text]);
+  sc.carry.labels.forEach((k, i) => checks.push([`sidecar.carry.labels[${i}]`, k, carriedKey]));
+  sc.carry.annotations.forEach((k, i) => checks.push([`sidecar.carry.annotations[${i}]`, k, carriedKey]));
+  sc.loki.streamLabels.forEach((k, i) =>
+    checks.push([`sidecar.loki.streamLabels[${i}]`, k, (v) => (sc.carry.labels.includes(v) ? { ok: true } : { ok: false, why: `${JSON.stringify(v)} is not in sidecar.carry.labels` })]),
+  );
   const problems: string[] = [];
   for (const [path, value, check] of checks) {
     if (value === undefined) continue;
@@ -139,6 +196,17 @@ export function parseConfig(input: unknown): Config {
   }
   if (problems.length) throw new JobharvestError(ERROR_CODES.BAD_CONFIG, `invalid configuration: ${problems.join('; ')}`);
   return cfg;
+}
+
+/** Unlike a tenant's start pattern, an operator's mask is never trimmed: its spaces may be what it matches. */
+function operatorPattern(v: string): { ok: boolean; why?: string } {
+  const why = patternProblem(v);
+  return why === undefined ? { ok: true } : { ok: false, why };
+}
+
+function carriedKey(v: string): { ok: boolean; why?: string } {
+  const why = carriedKeyProblem(v);
+  return why === undefined ? { ok: true } : { ok: false, why };
 }
 
 const PLACEHOLDER = /\{([a-z]+)\}/g;

@@ -8,6 +8,7 @@ import { renderLogsUrl } from '../contract/logs-url.ts';
 import { type Container, type Job, type JobSpec, type Obj, type ObjectMeta, type PodSpec, type Volume } from './kube.ts';
 import type { Settings } from './settings.ts';
 import { sharedValue } from './patch.ts';
+import { carriedMetadata } from './carry.ts';
 
 export interface InjectParams {
   job: Job;
@@ -72,9 +73,17 @@ export function inject({ job: input, settings, mode, ttlSecondsAfterFinished, co
   const exitCode = chooseFailureExitCode(input, NAMES.container);
   warnings.push(...exitCode.warnings);
   const tokenMount = mode === 'api' && pod.automountServiceAccountToken === false;
-  const sidecar = sharedSidecar(config, { settings, mode, tokenMount, exitCode: exitCode.code, startedHook: needsStartedHook(pod) }, () =>
+  const shared = sharedSidecar(config, { settings, mode, tokenMount, exitCode: exitCode.code, startedHook: needsStartedHook(pod) }, () =>
     buildSidecar(config, settings, mode, exitCode.code, needsStartedHook(pod), mounts),
   );
+  const carried = carriedMetadata(input, config.sidecar.carry);
+  warnings.push(...carried.warnings);
+  const carriedEnv: Obj[] = [];
+  if (carried.labels !== undefined) carriedEnv.push({ name: ENV.JOB_LABELS.name, value: carried.labels });
+  if (carried.annotations !== undefined) carriedEnv.push({ name: ENV.JOB_ANNOTATIONS.name, value: carried.annotations });
+  // Carried values differ from Job to Job (a run id, say): they go onto a
+  // copy of the shared sidecar instead of into its cache key.
+  const sidecar: Container = carriedEnv.length ? { ...shared, env: [...(shared.env as Obj[]), ...carriedEnv] } : shared;
   // First, so it starts before other init containers and captures their logs too.
   pod.initContainers = [sidecar, ...(pod.initContainers ?? [])];
   pod.volumes = [...(pod.volumes ?? []), ...volumes];
@@ -285,6 +294,7 @@ function sidecarEnv(s: Settings, mode: SourceMode, config: Config): Obj[] {
     env.push({ name: ENV.TLS_CERT_FILE.name, value: `${NAMES.tlsMountPath}/tls.crt` });
     env.push({ name: ENV.TLS_KEY_FILE.name, value: `${NAMES.tlsMountPath}/tls.key` });
   }
+  env.push(...shapingEnv(s, config));
   if (s.authSecret) {
     // optional: a Secret holding only a token (or only user/password) is fine.
     env.push({ name: ENV.AUTH_TOKEN.name, ...secretRef(s.authSecret, 'token') });
@@ -293,4 +303,34 @@ function sidecarEnv(s: Settings, mode: SourceMode, config: Config): Obj[] {
     if (s.sink === 'forward') env.push({ name: ENV.SHARED_KEY.name, ...secretRef(s.authSecret, 'shared-key') });
   }
   return env;
+}
+
+/**
+ * Record shaping: only what is switched on is set, so a pod without it gets
+ * exactly the environment it had before shaping existed. Bounds go with the
+ * feature they bound, and sink settings with their sink.
+ */
+function shapingEnv(s: Settings, config: Config): Obj[] {
+  const { multiline, parse, mask, loki } = config.sidecar;
+  const out: Array<[string, string | number | undefined]> = [];
+  if (s.multiline.length > 0 || s.multilineStart !== undefined) {
+    if (s.multiline.length > 0) out.push([ENV.MULTILINE.name, s.multiline.join(',')]);
+    out.push([ENV.MULTILINE_START.name, s.multilineStart]);
+    out.push([ENV.MULTILINE_MAX_LINES.name, multiline.maxLines]);
+    out.push([ENV.MULTILINE_MAX_BYTES.name, multiline.maxBytes]);
+    out.push([ENV.MULTILINE_FLUSH_MS.name, multiline.flushMs]);
+  }
+  if (s.parse === 'json') {
+    out.push([ENV.PARSE.name, 'json']);
+    out.push([ENV.JSON_MAX_FIELDS.name, parse.maxFields]);
+    out.push([ENV.JSON_MAX_DEPTH.name, parse.maxDepth]);
+  }
+  if (mask.builtin.length > 0) out.push([ENV.MASK.name, mask.builtin.join(',')]);
+  if (mask.patterns.length > 0) out.push([ENV.MASK_PATTERNS.name, JSON.stringify(mask.patterns)]);
+  if (mask.builtin.length > 0 || mask.patterns.length > 0) out.push([ENV.MASK_REPLACEMENT.name, mask.replacement]);
+  if (s.sink === 'loki') {
+    if (loki.streamLabels.length > 0) out.push([ENV.LOKI_STREAM_LABELS.name, loki.streamLabels.join(',')]);
+    out.push([ENV.LOKI_MAX_METADATA.name, loki.maxMetadata]);
+  }
+  return out.filter(([, v]) => v !== undefined).map(([name, value]) => ({ name, value: String(value) }));
 }

@@ -1,4 +1,5 @@
 import type { SinkType } from '../contract/env.ts';
+import type { MultilineRule, ParseFormat } from '../contract/shaping-settings.ts';
 import { redactUrls } from '../contract/redact.ts';
 import { ANNOTATIONS, parse, type ModeSetting, type ParseResult } from './annotations.ts';
 import type { Config } from './config.ts';
@@ -16,6 +17,10 @@ export interface Settings {
   otlpEncoding: 'protobuf' | 'json' | undefined;
   lokiTenant: string | undefined;
   forwardTag: string | undefined;
+  /** Built-in multiline rules; empty: none. */
+  multiline: MultilineRule[];
+  multilineStart: string | undefined;
+  parse: ParseFormat | undefined;
 }
 
 export type Level = 'namespace' | 'Job' | 'pod template';
@@ -42,6 +47,9 @@ const FIELDS: Field[] = [
   { key: 'otlpEncoding', annotation: ANNOTATIONS.otlpEncoding, parse: parse.otlpEncoding },
   { key: 'lokiTenant', annotation: ANNOTATIONS.lokiTenant, parse: parse.lokiTenant },
   { key: 'forwardTag', annotation: ANNOTATIONS.forwardTag, parse: parse.forwardTag },
+  { key: 'multiline', annotation: ANNOTATIONS.multiline, parse: parse.multiline },
+  { key: 'multilineStart', annotation: ANNOTATIONS.multilineStart, parse: parse.pattern },
+  { key: 'parse', annotation: ANNOTATIONS.parse, parse: parse.parseFormat },
 ];
 
 export function globalSettings(cfg: Config): Settings {
@@ -57,10 +65,14 @@ export function globalSettings(cfg: Config): Settings {
     otlpEncoding: cfg.sink.otlpEncoding,
     lokiTenant: cfg.sink.lokiTenant,
     forwardTag: cfg.sink.forwardTag,
+    multiline: [...new Set(cfg.sidecar.multiline.rules)],
+    multilineStart: cfg.sidecar.multiline.start?.trim(),
+    parse: cfg.sidecar.parse.format,
   };
 }
 
 function show(v: unknown): string {
+  if (Array.isArray(v)) return v.length ? v.join(',') : 'none';
   return v === undefined ? 'unset' : String(v);
 }
 
@@ -80,6 +92,8 @@ export function resolveSettings(cfg: Config, levels: AnnotationLevel[]): { setti
       const r = f.parse(raw);
       if (r.ok) {
         (settings as unknown as Record<string, unknown>)[f.key] = r.value;
+        // `multiline: none` means no joining at all, so it also drops a start pattern from a level below.
+        if (f.key === 'multiline' && settings.multiline.length === 0) settings.multilineStart = undefined;
       } else {
         warnings.push(
           `${level} annotation ${f.annotation}=${JSON.stringify(truncate(redactUrls(raw), 64))} ignored: ${r.why}; using ${show(settings[f.key])}`,

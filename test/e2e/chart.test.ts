@@ -186,6 +186,11 @@ const fullValues = {
     resources: { requests: { cpu: '20m', memory: '48Mi' }, limits: { cpu: '500m', memory: '256Mi' } },
     stateSizeLimit: '128Mi',
     podLogsHostPath: '/var/lib/kubelet/pod-logs',
+    multiline: { rules: ['python', 'java'], start: '^\\d{4}-', maxLines: 200, maxBytes: 65536, flushMs: 2000 },
+    parse: { format: 'json', maxFields: 32, maxDepth: 3 },
+    mask: { builtin: ['bearer', 'password'], patterns: ['sk_live_[0-9a-zA-Z]{24}'], replacement: '[REDACTED]' },
+    carry: { labels: ['team', 'app.kubernetes.io/name'], annotations: ['example.com/owner'] },
+    loki: { streamLabels: ['team'], maxMetadata: 0 },
   },
 };
 
@@ -220,6 +225,11 @@ describe('the rendered configuration file', () => {
         resources: fullValues.sidecar.resources,
         stateSizeLimit: '128Mi',
         podLogsHostPath: '/var/lib/kubelet/pod-logs',
+        multiline: fullValues.sidecar.multiline as Config['sidecar']['multiline'],
+        parse: fullValues.sidecar.parse as Config['sidecar']['parse'],
+        mask: fullValues.sidecar.mask as Config['sidecar']['mask'],
+        carry: fullValues.sidecar.carry,
+        loki: fullValues.sidecar.loki,
       },
     };
     expect(config).toEqual(expected);
@@ -229,6 +239,9 @@ describe('the rendered configuration file', () => {
     expect(keys(raw.sink as object)).toEqual(keys(expected.sink));
     expect(keys(raw.query as object)).toEqual(keys(expected.query));
     expect(keys(raw.sidecar as object)).toEqual(keys(defaultConfig().sidecar));
+    for (const group of ['multiline', 'parse', 'mask', 'carry', 'loki'] as const) {
+      expect(keys((raw.sidecar as Record<string, object>)[group]!)).toEqual(keys(expected.sidecar[group]));
+    }
   });
 
   it('gives the sidecar the webhook\'s image and pull policy unless set apart', async () => {

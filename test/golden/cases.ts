@@ -8,7 +8,7 @@ export interface GoldenCase {
   name: string;
   input: string;
   output: string;
-  /** Flags from a leading `# flags:` comment, as the CLI would take them. */
+  /** Flags from a leading `# flags:` comment, as the CLI would take them; a --config path is relative to this folder. */
   flags: Record<string, string>;
 }
 
@@ -35,7 +35,8 @@ function parseFlags(text: string): Record<string, string> {
     const k = words[i]!;
     const v = words[i + 1];
     if (!k.startsWith('--') || v === undefined) throw new Error(`bad # flags line: ${m[1]}`);
-    flags[k.slice(2)] = v;
+    // Resolved here, so the case does not depend on the directory the tests run in.
+    flags[k.slice(2)] = k === '--config' ? join(GOLDEN_DIR, v) : v;
   }
   return flags;
 }

@@ -49,6 +49,17 @@ describe('jobharvest CLI (real process)', () => {
     expect(r.stdout).not.toMatch(/warning/);
   });
 
+  it('names an ignored record-shaping annotation and the value that applies instead', () => {
+    const r = cli(['inject', '-f', 'test/golden/shaping-invalid.yaml', '--config', 'test/golden/config/shaping.yaml']);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toContain(
+      'pod template annotation jobharvest.io/multiline-start="(?<=\\\\n)\\\\S" ignored: not an RE2 pattern: lookahead and lookbehind are not supported (they cannot run in linear time); using ^\\[',
+    );
+    expect(r.stderr).toMatch(/jobharvest.io\/multiline="java,cobol" ignored: unknown rule "cobol"/);
+    const e = cli(['explain', '-f', 'test/golden/shaping.yaml', '--config', 'test/golden/config/shaping.yaml']);
+    expect(e.stdout).toMatch(/^Job team-a\/shaping: inject \(.*drainSeconds=25, multiline=python,java, multilineStart=".*", parse=json\)$/m);
+  });
+
   it('explain says inject or skip, and why', () => {
     const r = cli(['explain', '-f', 'test/golden/multi-document.yaml']);
     expect(r.code).toBe(0);

@@ -80,6 +80,19 @@ Empty strings are left out, so that the webhook's own defaults apply to them.
 {{- $_ := set $query $key . }}
 {{- end }}
 {{- end }}
+{{- $shaping := dict }}
+{{- range $group, $keys := dict "multiline" (list "rules" "start" "maxLines" "maxBytes" "flushMs") "parse" (list "format" "maxFields" "maxDepth") "mask" (list "builtin" "patterns" "replacement") "carry" (list "labels" "annotations") "loki" (list "streamLabels" "maxMetadata") }}
+{{- $values := index $.Values.sidecar $group }}
+{{- $out := dict }}
+{{- range $key := $keys }}
+{{- $v := index $values $key }}
+{{- /* null and "" leave the key out, so that the sidecar's own default applies; 0 is a value. */}}
+{{- if and (not (kindIs "invalid" $v)) (ne (toString $v) "") }}
+{{- $_ := set $out $key $v }}
+{{- end }}
+{{- end }}
+{{- $_ := set $shaping $group $out }}
+{{- end }}
 {{- $sidecar := dict
   "image" (include "jobharvest.sidecarImage" .)
   "imagePullPolicy" (default .Values.image.pullPolicy .Values.sidecar.imagePullPolicy)
@@ -90,6 +103,7 @@ Empty strings are left out, so that the webhook's own defaults apply to them.
   "stateSizeLimit" .Values.sidecar.stateSizeLimit
   "podLogsHostPath" .Values.sidecar.podLogsHostPath
 }}
+{{- $sidecar = merge $sidecar $shaping }}
 {{- $config := dict
   "mode" .Values.mode
   "sink" $sink
