@@ -43,9 +43,8 @@
 // `admission_p50_ms=… admission_p99_ms=… baseline_p50_ms=… baseline_p99_ms=… ratio_p99=…`.
 // Bounded (RUN_LIMIT_MS); everything it started is stopped, on failure too.
 import { BatchV1Api, CoreV1Api, Watch, type V1Job } from '@kubernetes/client-node';
-import { execFileSync, spawn } from 'node:child_process';
-import { createWriteStream, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { gunzipSync } from 'node:zlib';
@@ -73,7 +72,6 @@ const UNTOUCHED = Number(process.env.UNTOUCHED_JOBS ?? 60);
 const UNTOUCHED_NS = 'hvbench-untouched';
 
 const TSX = process.env.HARVESTER_TSX === '1';
-const ROOT = new URL('../../', import.meta.url).pathname;
 
 const t0 = Date.now();
 const log = (m: string) => console.log(`[harvester-bench ${((Date.now() - t0) / 1000).toFixed(1).padStart(6)} s] ${m}`);
@@ -173,29 +171,6 @@ class HostileServer {
 }
 
 /** The harvester as the image runs it: `node dist/harvester.mjs`, the same flags as test/support/harvester-process.ts gives. */
-function startBundledHarvester(info: Cluster, o: { name: string; signingKeyFile: string; destinationsFile: string; args: string[] }): HarvesterProcess {
-  const args = [join(ROOT, 'dist/harvester.mjs'), '--kubeconfig', info.kubeconfigPath, '--signing-key-file', o.signingKeyFile, '--destinations-file', o.destinationsFile, '--lease-name', `${o.name}-harvester`, ...o.args];
-  const logPath = join(info.logsDir, `harvester-${o.name}-${Date.now()}.log`);
-  const out = createWriteStream(logPath, { flags: 'a' });
-  const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, POD_NAMESPACE: WEBHOOK_NAMESPACE, POD_NAME: `${o.name}-${process.pid}` } });
-  child.stdout!.pipe(out);
-  child.stderr!.pipe(out);
-  let exitCode: number | null | undefined;
-  child.once('exit', (code, signal) => (exitCode = code ?? (signal ? -1 : 0)));
-  return {
-    child,
-    logPath,
-    exited: () => exitCode !== undefined,
-    stop: () =>
-      new Promise<void>((resolve) => {
-        if (exitCode !== undefined) return resolve();
-        child.once('exit', () => resolve());
-        child.kill('SIGTERM');
-        setTimeout(() => child.kill('SIGKILL'), 5000).unref();
-      }),
-  };
-}
-
 /** The harvester's node process: the bundle's is the child itself; tsx runs harvester/entry.ts as its child. */
 function harvesterPid(h: HarvesterProcess): number {
   if (!TSX) return h.child.pid!;
@@ -268,7 +243,7 @@ async function main(): Promise<void> {
     };
     webhook = await startWebhook(info, { name: `jobharvest-${NAME}`, failurePolicy: 'Fail', args: [...Stack.webhookArgs({ name: NAME }), '--signing-key-file', files.signingKeyFile] });
     const hargs = { name: `jobharvest-${NAME}`, ...files, args: ['--max-hold-seconds', '1'] };
-    harvester = TSX ? startHarvester(info, hargs) : startBundledHarvester(cluster, hargs);
+    harvester = startHarvester(info, { ...hargs, bundle: !TSX });
     kubelet = await TestKubelet.start({ cluster: info, namespaces: (ns) => ns === WORK_NS, restartBackoffMs: 300 });
     const annotations = {
       'jobharvest.io/inject': 'enabled',

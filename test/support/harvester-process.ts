@@ -4,20 +4,15 @@
  * kubeconfig, with a signing key shared with the webhook and a list of
  * approved destinations. Logs go to the cluster's log folder.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createWriteStream, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ClusterInfo } from '../harness/cluster/harness.ts';
+import { startProgram, type ProgramProcess } from './process.ts';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 
-export interface HarvesterProcess {
-  child: ChildProcess;
-  logPath: string;
-  stop(): Promise<void>;
-  exited(): boolean;
-}
+export type HarvesterProcess = ProgramProcess;
 
 /** A fresh key file for one webhook + harvester pair. */
 export function signingKeyFile(info: Pick<ClusterInfo, 'logsDir'>, name: string): string {
@@ -40,9 +35,18 @@ export function destinationsFile(info: Pick<ClusterInfo, 'logsDir'>, name: strin
   return file;
 }
 
-export function startHarvester(info: ClusterInfo, o: { name: string; signingKeyFile: string; destinationsFile: string; args?: string[] }): HarvesterProcess {
+export interface HarvesterOptions {
+  name: string;
+  signingKeyFile: string;
+  destinationsFile: string;
+  args?: string[];
+  /** Run the built bundle (dist/harvester.mjs, `npm run build`) on plain node, as the image does, instead of the source through tsx. */
+  bundle?: boolean;
+}
+
+export function startHarvester(info: ClusterInfo, o: HarvesterOptions): HarvesterProcess {
   const args = [
-    join(ROOT, 'harvester/entry.ts'),
+    join(ROOT, o.bundle ? 'dist/harvester.mjs' : 'harvester/entry.ts'),
     '--kubeconfig',
     info.kubeconfigPath,
     '--signing-key-file',
@@ -53,23 +57,9 @@ export function startHarvester(info: ClusterInfo, o: { name: string; signingKeyF
     `${o.name}-harvester`,
     ...(o.args ?? []),
   ];
-  const logPath = join(info.logsDir, `harvester-${o.name}-${Date.now()}.log`);
-  const log = createWriteStream(logPath, { flags: 'a' });
-  const child = spawn(join(ROOT, 'node_modules/.bin/tsx'), args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, POD_NAMESPACE: 'jobharvest', POD_NAME: `${o.name}-${process.pid}-${randomBytes(2).toString('hex')}` } });
-  child.stdout!.pipe(log);
-  child.stderr!.pipe(log);
-  let exitCode: number | null | undefined;
-  child.once('exit', (code, signal) => (exitCode = code ?? (signal ? -1 : 0)));
-  return {
-    child,
-    logPath,
-    exited: () => exitCode !== undefined,
-    stop: () =>
-      new Promise<void>((resolve) => {
-        if (exitCode !== undefined) return resolve();
-        child.once('exit', () => resolve());
-        child.kill('SIGTERM');
-        setTimeout(() => child.kill('SIGKILL'), 5000).unref();
-      }),
-  };
+  return startProgram(o.bundle ? process.execPath : join(ROOT, 'node_modules/.bin/tsx'), args, {
+    cwd: ROOT,
+    logPath: join(info.logsDir, `harvester-${o.name}-${Date.now()}.log`),
+    env: { POD_NAMESPACE: 'jobharvest', POD_NAME: `${o.name}-${process.pid}-${randomBytes(2).toString('hex')}` },
+  });
 }

@@ -231,6 +231,42 @@ export function spawnLogged(bin: string, args: string[], log: Writable): ChildPr
   return child;
 }
 
+/** One of the project's own programs (webhook, harvester) run as a process by a test or bench. */
+export interface ProgramProcess {
+  child: ChildProcess;
+  logPath: string;
+  /** SIGTERM, SIGKILL after 5 s; resolves once it has exited. */
+  stop(): Promise<void>;
+  exited(): boolean;
+}
+
+/**
+ * Starts a program whose output goes to `logPath` through a file descriptor
+ * of its own, as a container's output goes to a file the runtime drains: over
+ * a pipe to this process, a busy test or bench would hold up its synchronous
+ * log writes. Tracked, so it dies with the test run.
+ */
+export function startProgram(bin: string, args: string[], o: { logPath: string; cwd?: string; env?: NodeJS.ProcessEnv }): ProgramProcess {
+  const fd = openSync(o.logPath, 'a');
+  const child = spawn(bin, args, { cwd: o.cwd, stdio: ['ignore', fd, fd], env: { ...process.env, ...o.env } });
+  closeSync(fd);
+  track(child);
+  let exitCode: number | null | undefined;
+  child.once('exit', (code, signal) => (exitCode = code ?? (signal ? -1 : 0)));
+  return {
+    child,
+    logPath: o.logPath,
+    exited: () => exitCode !== undefined,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (exitCode !== undefined) return resolve();
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+        setTimeout(() => child.kill('SIGKILL'), 5000).unref();
+      }),
+  };
+}
+
 /**
  * Polls `ready` until it says yes. A child that exits first, or a deadline
  * passed, fails with the end of the server's log, which says why.

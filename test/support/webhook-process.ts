@@ -4,25 +4,19 @@
  * kubeconfig — and stops it. Each process logs to the cluster's log folder, so a
  * failing run keeps what the webhook said.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync } from 'node:fs';
 import { request } from 'node:https';
 import { join } from 'node:path';
 import type { TLSSocket } from 'node:tls';
 import { freePort } from './ports.ts';
+import { startProgram, type ProgramProcess } from './process.ts';
 import { waitFor } from './wait.ts';
 import type { ClusterInfo } from '../harness/cluster/harness.ts';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 
-export interface WebhookProcess {
+export interface WebhookProcess extends ProgramProcess {
   port: number;
   url: string;
-  child: ChildProcess;
-  logPath: string;
-  /** SIGTERM and wait for exit. */
-  stop(): Promise<void>;
-  exited(): boolean;
 }
 
 export interface StartOptions {
@@ -56,33 +50,17 @@ export async function startWebhook(info: ClusterInfo, o: StartOptions): Promise<
     ...(o.register === false ? [] : ['--webhook-url', url, '--webhook-config-name', o.name, '--failure-policy', o.failurePolicy ?? 'Ignore']),
     ...(o.args ?? []),
   ];
-  const logPath = join(info.logsDir, `webhook-${o.name}-${port}.log`);
-  // The process writes its log file itself, as a container's output goes to a
-  // file the runtime drains: through a pipe to this process, a busy test or
-  // bench would hold up the webhook's synchronous log writes.
-  const log = openSync(logPath, 'a');
-  const child = spawn(o.bundle ? process.execPath : join(ROOT, 'node_modules/.bin/tsx'), args, { cwd: ROOT, stdio: ['ignore', log, log], env: { ...process.env, LOG_LEVEL: 'info' } });
-  closeSync(log);
-  let exitCode: number | null | undefined;
-  child.once('exit', (code, signal) => (exitCode = code ?? (signal ? -1 : 0)));
-  const proc: WebhookProcess = {
-    port,
-    url,
-    child,
-    logPath,
-    exited: () => exitCode !== undefined,
-    stop: () =>
-      new Promise<void>((resolve) => {
-        if (exitCode !== undefined) return resolve();
-        child.once('exit', () => resolve());
-        child.kill('SIGTERM');
-        setTimeout(() => child.kill('SIGKILL'), 5000).unref();
-      }),
-  };
+  const program = startProgram(o.bundle ? process.execPath : join(ROOT, 'node_modules/.bin/tsx'), args, {
+    cwd: ROOT,
+    logPath: join(info.logsDir, `webhook-${o.name}-${port}.log`),
+    env: { LOG_LEVEL: 'info' },
+  });
+  const { logPath, exited } = program;
+  const proc: WebhookProcess = { ...program, port, url };
   if (o.waitReady !== false) {
     await waitFor(`webhook ${o.name} ready on ${port}`, async () => ((await get(port, '/readyz')).status === 200 ? true : undefined), {
       timeoutMs: 60_000,
-      abortIf: () => (exitCode !== undefined ? `the webhook exited with ${exitCode}; see ${logPath}` : undefined),
+      abortIf: () => (exited() ? `the webhook exited with ${program.child.exitCode ?? program.child.signalCode}; see ${logPath}` : undefined),
     });
   }
   return proc;
