@@ -7,7 +7,8 @@ import { BodyBuilder } from './body.ts';
 import type { Identity } from '../config.ts';
 import { CriRecord, FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type FileMeta, type LogRecord } from '../records/record.ts';
 
-export function metadataFields(identity: Identity, file: Pick<FileMeta, 'container' | 'restart'>): Record<string, string | number> {
+/** `carried: false` leaves the Job's labels and annotations out, for a format that names them its own way (syslog). */
+export function metadataFields(identity: Identity, file: Pick<FileMeta, 'container' | 'restart'>, carried = true): Record<string, string | number> {
   const fields: Record<string, string | number> = {
     [F.namespace]: identity.namespace,
     [F.pod]: identity.pod,
@@ -18,6 +19,7 @@ export function metadataFields(identity: Identity, file: Pick<FileMeta, 'contain
   if (identity.job) fields[F.job] = identity.job;
   if (identity.node) fields[F.node] = identity.node;
   // Per pod, so every encoder caches them with the rest of the file's metadata: a carried label costs nothing per record.
+  if (!carried) return fields;
   if (identity.labels) for (const [k, v] of Object.entries(identity.labels)) fields[JOB_LABEL_PREFIX + k] = v;
   if (identity.annotations) for (const [k, v] of Object.entries(identity.annotations)) fields[JOB_ANNOTATION_PREFIX + k] = v;
   return fields;

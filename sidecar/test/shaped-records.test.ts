@@ -15,7 +15,7 @@ import { encodeBulk } from '../sinks/elasticsearch.ts';
 import { ForwardEncoder, TagTemplate } from '../sinks/forward/protocol.ts';
 import { encodeLokiPush } from '../sinks/loki.ts';
 import { OtlpRecordBuilder } from '../sinks/otlp.ts';
-import { SyslogEncoder, jsonSdId, paramName } from '../sinks/syslog/format.ts';
+import { SyslogEncoder, paramName, sdIdLike } from '../sinks/syslog/format.ts';
 import { octetFrames } from '../sinks/syslog/octet.ts';
 import { RelpParser, relpFrame } from '../sinks/syslog/relp.ts';
 import { makeMeta, makeRecord, testConfig } from './helpers.ts';
@@ -294,13 +294,17 @@ describe('syslog', () => {
   it('a second SD element with the fields, PARAM-NAMEs made valid, values escaped, nested values as JSON', () => {
     const { sd, msg } = parse5424(encoder.encode(jsonRecord).toString('utf8'));
     expect(msg).toBe(HOSTILE_LINE);
-    expect(sd.map((e) => e.id)).toEqual(['k8s@32473', 'json@32473']);
+    expect(sd.map((e) => e.id)).toEqual(['k8s@32473', 'label@32473', 'annotation@32473', 'json@32473']);
     const own = Object.fromEntries(sd[0]!.params);
-    expect(own).toMatchObject({ 'jobharvest.id': recordId(jsonRecord), 'k8s.pod.name': 'job-abc-xyz', 'k8s.job.label.team': 'data' });
-    // Carried keys longer than a PARAM-NAME are cut to 32 (RFC 5424's limit); '/' is printable and stays.
-    expect(own['k8s.job.label.app.kubernetes.io/']).toBe('etl');
-    expect(own['k8s.job.annotation.example.com/o']).toBe('ops "night" team');
+    expect(own).toMatchObject({ 'jobharvest.id': recordId(jsonRecord), 'k8s.pod.name': 'job-abc-xyz' });
+    // The carried keys as PARAM-NAMEs of their own elements: `k8s.job.label.` would leave a key 18 of RFC 5424's 32 characters.
     expect(sd[1]!.params).toEqual([
+      ['app.kubernetes.io/name', 'etl'],
+      ['team', 'data'],
+    ]);
+    expect(sd[2]!.params).toEqual([['example.com/owner', 'ops "night" team']]);
+    expect(Object.keys(own).filter((k) => k.startsWith('k8s.job.label') || k.startsWith('k8s.job.annotation'))).toEqual([]);
+    expect(sd[3]!.params).toEqual([
       ['k8s.pod.name', 'evil'],
       ['message', 'x'],
       ['@timestamp', '1970'],
@@ -320,9 +324,9 @@ describe('syslog', () => {
     expect(paramName('é')).toBe('_');
     expect(paramName('')).toBe('_');
     expect(paramName('x'.repeat(40))).toBe('x'.repeat(32));
-    expect(jsonSdId('k8s@32473')).toBe('json@32473');
-    expect(jsonSdId('logs@1.2.3')).toBe('json@1.2.3');
-    expect(jsonSdId('origin')).toBe('json@32473');
+    expect(sdIdLike('json', 'k8s@32473')).toBe('json@32473');
+    expect(sdIdLike('label', 'logs@1.2.3')).toBe('label@1.2.3');
+    expect(sdIdLike('json', 'origin')).toBe('json@32473');
   });
 
   it('a joined record keeps its newlines through octet counting and RELP, and says how many lines', () => {
@@ -330,7 +334,7 @@ describe('syslog', () => {
     const { sd, msg } = parse5424(bytes.toString('utf8'));
     expect(msg).toBe(MULTILINE);
     expect(Object.fromEntries(sd[0]!.params)['jobharvest.lines']).toBe('4');
-    expect(sd).toHaveLength(1);
+    expect(sd.map((e) => e.id)).toEqual(['k8s@32473', 'label@32473', 'annotation@32473']);
     const framed = octetFrames([bytes]);
     expect(framed.toString('utf8')).toBe(`${bytes.length} ${bytes.toString('utf8')}`);
     const frames = new RelpParser().push(Buffer.concat([relpFrame(7, 'syslog', bytes), relpFrame(8, 'syslog', encoder.encode(plain))]));
@@ -348,6 +352,7 @@ describe('syslog', () => {
     const out = small.encode(r);
     expect(out.length).toBeLessThanOrEqual(800);
     expect(out.toString()).not.toContain('[json@');
+    expect(out.toString()).toContain('[label@32473 ');
     expect(out.toString()).toContain('jobharvest.truncated="true"');
   });
 });

@@ -103,8 +103,13 @@ export const SHAPED_FIELDS = {
   loki: { json: 'json_', label: 'label_', annotation: 'annotation_', lines: 'lines' },
   /** Fluentd forward: one record key holding the map. */
   forward: { json: 'json', lines: 'jobharvest.lines' },
-  /** syslog: a second structured-data element, `json@<the enterprise number of JOBHARVEST_SYSLOG_SD_ID>`. */
-  syslog: { sdName: 'json', lines: 'jobharvest.lines' },
+  /**
+   * syslog: structured-data elements of their own, `json@`, `label@` and
+   * `annotation@` the enterprise number of JOBHARVEST_SYSLOG_SD_ID, with the
+   * bare key as PARAM-NAME: RFC 5424 caps a PARAM-NAME at 32 characters,
+   * and `k8s.job.label.` would leave a key 18 of them.
+   */
+  syslog: { sdName: 'json', labelSdName: 'label', annotationSdName: 'annotation', lines: 'jobharvest.lines' },
 } as const;
 
 /** JSON fields whose value sets the OTLP severity, first found wins. */
