@@ -2,8 +2,9 @@
  * Shaped records (JSON fields, a joined multiline record) of a Job with
  * carried labels, written through the real sink code into the real servers:
  * VictoriaLogs (http / jsonline and Loki push), OpenSearch (elasticsearch
- * _bulk) and the OpenTelemetry Collector (OTLP protobuf and JSON, decoded by
- * its own Go decoder). The records are built here with their fields and line
+ * _bulk), the OpenTelemetry Collector (OTLP protobuf and JSON, decoded by
+ * its own Go decoder; and its Fluentd forward receiver) and rsyslog
+ * (octet counting and RELP). The records are built here with their fields and line
  * count, as the shaping stage hands them on; what is checked is what each
  * server stored and lets a user query: the fields under their own name,
  * the tenant's keys that name jobharvest's fields overwriting nothing, the
@@ -16,9 +17,12 @@ import { FileProgress } from '../../sidecar/records/progress.ts';
 import { fileKey, idPrefix, recordId, type Fields, type FileMeta, type LogRecord } from '../../sidecar/records/record.ts';
 import { HttpClient } from '../../sidecar/sinks/http/client.ts';
 import { SINK_MODULES } from '../../sidecar/sinks/registry.ts';
-import type { SendResult } from '../../sidecar/sinks/types.ts';
+import { createSink as createSyslogSink } from '../../sidecar/sinks/syslog.ts';
+import type { SendResult, Sink, SinkContext } from '../../sidecar/sinks/types.ts';
+import { ForwardReceiver } from '../harness/servers/forward-receiver.ts';
+import { RsyslogReceiver, ensureRsyslogReceiver } from '../harness/servers/rsyslog-receiver.ts';
 import { OpenSearch, openSearchBuildable } from '../harness/servers/opensearch.ts';
-import { OtlpFileReceiver, type CollectedLog } from '../harness/servers/otlp-file-receiver.ts';
+import { OtlpFileReceiver, plainValue, type CollectedLog, type OtlpAnyValue } from '../harness/servers/otlp-file-receiver.ts';
 import { VictoriaLogs, exact } from '../harness/servers/victorialogs.ts';
 import { waitFor } from '../support/wait.ts';
 import { DOCUMENT_HEADERS } from './sink-fields.ts';
@@ -54,9 +58,13 @@ function pod(tag: string): Pod {
   return { uid, name: `shaped-${tag}-${uid.slice(0, 8)}`, records: [hostile, info, joined, plain], hostile, info, joined, plain };
 }
 
-/** Sends one batch through the sink module the sidecar would load for `sink`, configured from the environment as in a pod. */
+/**
+ * Sends one batch through the sink module the sidecar would load for `sink`,
+ * configured from the environment as in a pod (the stream sinks read their
+ * own settings from it too).
+ */
 async function ship(p: Pod, env: Record<string, string>): Promise<SendResult> {
-  const config = loadConfig({
+  const all = {
     POD_NAME: p.name,
     POD_NAMESPACE: 'team-shaped',
     POD_UID: p.uid,
@@ -65,9 +73,11 @@ async function ship(p: Pod, env: Record<string, string>): Promise<SendResult> {
     JOBHARVEST_JOB_LABELS: JSON.stringify(LABELS),
     JOBHARVEST_JOB_ANNOTATIONS: JSON.stringify(ANNOTATIONS),
     ...env,
-  });
+  };
+  const config = loadConfig(all);
   let client: HttpClient | undefined;
-  const sink = await (await SINK_MODULES[config.sink]!()).createSink({ config, http: () => (client ??= new HttpClient(config)) });
+  const ctx: SinkContext = { config, http: () => (client ??= new HttpClient(config)) };
+  const sink: Sink = config.sink === 'syslog' ? createSyslogSink(ctx, all) : await (await SINK_MODULES[config.sink]!()).createSink(ctx);
   try {
     return await sink.send(p.records, AbortSignal.timeout(30_000));
   } finally {
@@ -204,4 +214,62 @@ describe('shaped records through a real OpenTelemetry Collector', () => {
       expect(byId.get(recordId(p.plain))!.body).toBe('a plain line');
     });
   }
+});
+
+describe('shaped records through a real rsyslog', () => {
+  beforeAll(() => {
+    ensureRsyslogReceiver();
+  });
+
+  for (const protocol of ['octet-counting', 'relp'] as const) {
+    it(`syslog ${protocol}: the joined record arrives with its newlines, the fields and carried labels as elements of their own`, async () => {
+      const rs = await RsyslogReceiver.start({ input: { kind: protocol === 'relp' ? 'relp' : 'tcp' }, escapeControlCharacters: false });
+      try {
+        const p = pod(`syslog-${protocol}`);
+        expect(await ship(p, { JOBHARVEST_SINK: 'syslog', JOBHARVEST_ENDPOINT: rs.endpoint, JOBHARVEST_SYSLOG_PROTOCOL: protocol })).toEqual({ kind: 'ok' });
+        const mine = () => rs.received().filter((m) => m.sd['k8s@32473']?.['k8s.pod.uid'] === p.uid);
+        await waitFor("rsyslog's file to hold the pod's 4 messages", () => (mine().length === 4 ? true : undefined), { timeoutMs: 20_000 });
+        const byId = new Map(mine().map((m) => [m.sd['k8s@32473']!['jobharvest.id'], m]));
+        const h = byId.get(recordId(p.hostile))!;
+        expect(h.msg).toBe(HOSTILE_LINE);
+        expect(h.sd['k8s@32473']).toMatchObject({ 'k8s.pod.name': p.name, 'jobharvest.id': recordId(p.hostile) });
+        expect(h.sd['json@32473']).toEqual({ 'k8s.pod.name': 'evil', message: 'x', '@timestamp': '1970', id: 'forged', level: 'error', user: '{"id":7,"tags":["a","b"]}', ratio: '0.5' });
+        expect(h.sd['label@32473']).toEqual(LABELS);
+        expect(h.sd['annotation@32473']).toEqual(ANNOTATIONS);
+        const j = byId.get(recordId(p.joined))!;
+        expect(j.msg).toBe(MULTILINE);
+        expect(j.sd['k8s@32473']!['jobharvest.lines']).toBe('4');
+        expect(j.sd).not.toHaveProperty('json@32473');
+      } finally {
+        await rs.dispose();
+      }
+    });
+  }
+});
+
+describe('shaped records through a real Fluentd forward receiver', () => {
+  let rx: ForwardReceiver;
+  beforeAll(async () => {
+    rx = await ForwardReceiver.start();
+  });
+  afterAll(async () => {
+    await rx?.dispose();
+  });
+
+  it('forward: the message and the jobharvest fields as sent, the tenant\'s fields under json, the joined record whole', async () => {
+    const p = pod('forward');
+    expect(await ship(p, { JOBHARVEST_SINK: 'forward', JOBHARVEST_ENDPOINT: rx.endpoint })).toEqual({ kind: 'ok' });
+    const mine = () => rx.received().filter((m) => m.attributes['k8s.pod.uid'] === p.uid);
+    await waitFor("the receiver's file to hold the pod's 4 records", () => (mine().length === 4 ? true : undefined), { timeoutMs: 20_000 });
+    const byId = new Map(mine().map((m) => [m.attributes['jobharvest.id'], m]));
+    const h = byId.get(recordId(p.hostile))!;
+    // The collector's fluentforward receiver makes the record's `message` the body and every other key an attribute.
+    expect(h.body).toBe(HOSTILE_LINE);
+    expect(h.attributes).toMatchObject({ 'k8s.pod.name': p.name, 'k8s.job.label.team': 'data', 'k8s.job.annotation.example.com/owner': 'night shift', stream: 'stdout' });
+    // ForwardReceiver keeps a map attribute as its OTLP JSON text.
+    expect(plainValue(JSON.parse(String(h.attributes.json)) as OtlpAnyValue)).toEqual(HOSTILE);
+    const j = byId.get(recordId(p.joined))!;
+    expect(j.body).toBe(MULTILINE);
+    expect(j.attributes['jobharvest.lines']).toBe(4);
+  });
 });
