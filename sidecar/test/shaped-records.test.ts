@@ -6,7 +6,7 @@ import { decode, decodeMulti, type ExtData } from '@msgpack/msgpack';
 import { JsonLogsSerializer } from '@opentelemetry/otlp-transformer';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { describe, expect, it } from 'vitest';
-import { JOB_ANNOTATION_PREFIX, JOB_LABEL_PREFIX, SHAPED_FIELDS } from '../../src/contract/record.ts';
+import { DOCUMENT_FIELDS, JOB_ANNOTATION_PREFIX, JOB_LABEL_PREFIX, LOKI_FIELDS, OTLP_ATTRIBUTES, SHAPED_FIELDS, lokiName } from '../../src/contract/record.ts';
 import { ConfigError, type Identity } from '../config.ts';
 import { DocumentEncoder } from '../encode/document.ts';
 import { OtlpEncoder, severityOf } from '../encode/otlp.ts';
@@ -36,6 +36,22 @@ const jsonRecord = makeRecord(HOSTILE_LINE, { file, offset: 10, fields: HOSTILE 
 const joined = makeRecord(MULTILINE, { file, offset: 500, stream: 'stderr', lines: 4 });
 const plain = makeRecord('plain line', { file, offset: 900 });
 const records: LogRecord[] = [jsonRecord, joined, plain];
+
+describe('contract: the shaped names take no name jobharvest already uses', () => {
+  it('per format', () => {
+    const doc = Object.values(DOCUMENT_FIELDS) as string[];
+    expect(doc).not.toContain(SHAPED_FIELDS.document.json);
+    expect(doc).not.toContain(SHAPED_FIELDS.document.lines);
+    expect(Object.values(OTLP_ATTRIBUTES)).not.toContain(SHAPED_FIELDS.otlp.original);
+    expect(Object.values(OTLP_ATTRIBUTES)).not.toContain(SHAPED_FIELDS.otlp.lines);
+    for (const name of Object.values(LOKI_FIELDS)) {
+      expect(name).not.toBe(SHAPED_FIELDS.loki.lines);
+      for (const prefix of [SHAPED_FIELDS.loki.json, SHAPED_FIELDS.loki.label, SHAPED_FIELDS.loki.annotation]) expect(name.startsWith(prefix)).toBe(false);
+    }
+    for (const name of doc) expect(name.startsWith(JOB_LABEL_PREFIX) || name.startsWith(JOB_ANNOTATION_PREFIX)).toBe(false);
+    expect(lokiName('json_', 'a.b/c-d é')).toBe('json_a_b_c_d__');
+  });
+});
 
 describe('config: carried labels and annotations', () => {
   it('parses the JSON objects into the identity, and the Loki options', () => {
