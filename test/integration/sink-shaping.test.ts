@@ -24,6 +24,8 @@ import { RsyslogReceiver, ensureRsyslogReceiver } from '../harness/servers/rsysl
 import { OpenSearch, openSearchBuildable } from '../harness/servers/opensearch.ts';
 import { OtlpFileReceiver, plainValue, type CollectedLog, type OtlpAnyValue } from '../harness/servers/otlp-file-receiver.ts';
 import { VictoriaLogs, exact } from '../harness/servers/victorialogs.ts';
+import { PodScenario } from '../support/pod-scenario.ts';
+import { ensureSidecarBundle } from '../support/sidecar.ts';
 import { waitFor } from '../support/wait.ts';
 import { DOCUMENT_HEADERS } from './sink-fields.ts';
 
@@ -117,6 +119,23 @@ describe('shaped records in a real VictoriaLogs', () => {
     const [joined] = await vl.query(`${mine} ${exact('jobharvest.lines', '4')}`);
     expect(joined?._msg).toBe(MULTILINE);
     expect(joined?.stream).toBe('stderr');
+  });
+
+  it('the sidecar itself: the carried labels and annotations from its environment on every record it ships', async () => {
+    ensureSidecarBundle();
+    const scenario = new PodScenario('carried');
+    try {
+      scenario.writeLines('main', 20);
+      const sidecar = scenario.startSidecar('http', vl.endpoints.jsonline, { HEADERS: DOCUMENT_HEADERS, BATCH_MAX_WAIT_MS: '100', JOB_LABELS: JSON.stringify(LABELS), JOB_ANNOTATIONS: JSON.stringify(ANNOTATIONS) });
+      await sidecar.waitForLog('sidecar started');
+      const exit = await sidecar.stop();
+      expect(exit.code, sidecar.tail()).toBe(0);
+      const mine = exact('k8s.pod.uid', scenario.identity.uid);
+      expect(await vl.count(mine)).toBe(20);
+      expect(await vl.count(`${mine} ${exact('k8s.job.label.app.kubernetes.io/name', 'etl')} ${exact('k8s.job.label.team', 'data')} ${exact('k8s.job.annotation.example.com/owner', 'night shift')}`)).toBe(20);
+    } finally {
+      scenario.dispose();
+    }
   });
 
   it('loki: json_<key> and label_<key> structured metadata, a stream label only for the key named', async () => {
