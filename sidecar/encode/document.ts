@@ -18,8 +18,8 @@ export function metadataFields(identity: Identity, file: Pick<FileMeta, 'contain
   };
   if (identity.job) fields[F.job] = identity.job;
   if (identity.node) fields[F.node] = identity.node;
-  // Per pod, so every encoder caches them with the rest of the file's metadata: a carried label costs nothing per record.
   if (!carried) return fields;
+  // Per pod, so every encoder caches them with the rest of the file's metadata: a carried label costs nothing per record.
   if (identity.labels) for (const [k, v] of Object.entries(identity.labels)) fields[JOB_LABEL_PREFIX + k] = v;
   if (identity.annotations) for (const [k, v] of Object.entries(identity.annotations)) fields[JOB_ANNOTATION_PREFIX + k] = v;
   return fields;

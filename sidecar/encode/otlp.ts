@@ -3,7 +3,9 @@
 // serializers need an SDK record object, a resource map and a size-estimating
 // pass per line; here the shape is fixed, so per-file parts (resource, scope,
 // the id's prefix) are encoded once and a record costs its timestamp, one
-// copy of its message bytes and a few length prefixes.
+// copy of its message bytes and a few length prefixes. A record the shaping
+// stage touched (JSON fields, a joined record) is the exception and is built
+// as a message of its own, its body a map.
 //
 // Field numbers are opentelemetry-proto's (logs/v1, common/v1,
 // resource/v1); sidecar/test/otlp-encoder.test.ts decodes the output with
