@@ -35,8 +35,6 @@ interface Carried {
   readonly labels: Readonly<Record<string, string>>;
   /** `,"label_x":"v"...`, ready to append to an entry's metadata. */
   readonly meta: string;
-  /** Metadata names taken, so a JSON field sanitised to the same name cannot make a second. */
-  readonly names: ReadonlySet<string>;
   /** Room left for JSON fields. */
   readonly room: number;
 }
@@ -65,7 +63,7 @@ function carriedOf(identity: Identity, o: LokiOptions): Carried {
     else add(name, v);
   }
   for (const [k, v] of Object.entries(identity.annotations ?? {})) add(lokiName(S.annotation, k), v);
-  const c: Carried = { labels, meta, names, room: max - names.size };
+  const c: Carried = { labels, meta, room: max - names.size };
   if (!byOptions) carriedCache.set(identity, (byOptions = new Map()));
   byOptions.set(cacheKey, c);
   return c;
@@ -94,7 +92,8 @@ function jsonMetadata(fields: NonNullable<LogRecord['fields']>, carried: Carried
     const v = fields[k];
     if (typeof v !== 'string' && typeof v !== 'number' && typeof v !== 'boolean') continue;
     const name = lokiName(S.json, k);
-    taken ??= new Set(carried.names);
+    // Two keys may sanitise to one name ("a.b", "a_b"): Loki would keep either, so the first is kept.
+    taken ??= new Set();
     if (taken.has(name)) continue;
     taken.add(name);
     out += `,${jsonKey(name)}${JSON.stringify(String(v))}`;
