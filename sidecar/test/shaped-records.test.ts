@@ -259,6 +259,12 @@ describe('Loki', () => {
     expect(meta).toEqual({ pod_uid: 'uid-1', node: 'node-1', restart_count: '1', id: recordId(jsonRecord), label_app_kubernetes_io_name: 'etl', annotation_example_com_owner: 'ops "night" team', json_k8s_pod_name: 'evil' });
     expect(push([jsonRecord], { maxMetadata: 0 }).streams[0]!.values[0]![2]).toEqual({ pod_uid: 'uid-1', node: 'node-1', restart_count: '1', id: recordId(jsonRecord) });
   });
+
+  it('two keys that make one metadata name: the first is kept', () => {
+    const fields = { 'a.b': 1, a_b: 2, ok: true };
+    const meta = push([makeRecord(JSON.stringify(fields), { file, fields })]).streams[0]!.values[0]![2];
+    expect(meta).toMatchObject({ json_a_b: '1', json_ok: 'true' });
+  });
 });
 
 describe('forward', () => {
