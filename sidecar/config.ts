@@ -14,6 +14,10 @@ export interface Identity {
   readonly podUid: string;
   readonly node: string;
   readonly job: string;
+  /** The Job's labels the operator chose to carry, set at admission; absent: none. */
+  readonly labels?: Readonly<Record<string, string>>;
+  /** The Job's annotations the operator chose to carry; absent: none. */
+  readonly annotations?: Readonly<Record<string, string>>;
 }
 
 export interface TlsSettings {
@@ -63,6 +67,10 @@ export interface Config {
   readonly esIndex: string;
   readonly otlpEncoding: OtlpEncoding;
   readonly lokiTenant?: string;
+  /** Carried label keys that become Loki stream labels too; absent: none (the harvester sets neither). */
+  readonly lokiStreamLabels?: readonly string[];
+  /** Most JSON and carried fields a Loki entry carries as structured metadata; absent: the contract default. */
+  readonly lokiMaxMetadata?: number;
   readonly drainMs: number;
   readonly maxRecordBytes: number;
   readonly batchMaxBytes: number;
@@ -153,6 +161,40 @@ class Reader {
   }
 }
 
+/**
+ * A JSON object of string values, as the webhook writes the carried labels
+ * and annotations. Anything else is refused here: a value shipped as a field
+ * of every record must not turn out to be an object at the log server.
+ */
+function parseStringMap(r: Reader, key: 'JOB_LABELS' | 'JOB_ANNOTATIONS'): Record<string, string> | undefined {
+  const text = r.raw(key);
+  if (text === undefined || text === '') return undefined;
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    r.problems.push(`${ENV[key].name} is not valid JSON`);
+    return undefined;
+  }
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) {
+    r.problems.push(`${ENV[key].name} must be a JSON object of key to value`);
+    return undefined;
+  }
+  const out: Record<string, string> = {};
+  for (const [k, x] of Object.entries(v)) {
+    if (typeof x !== 'string') {
+      r.problems.push(`${ENV[key].name}: the value of '${k.slice(0, 63)}' must be a string`);
+      continue;
+    }
+    if (k === '') {
+      r.problems.push(`${ENV[key].name}: an empty key`);
+      continue;
+    }
+    out[k] = x;
+  }
+  return Object.keys(out).length > 0 ? out : undefined;
+}
+
 /** Header names and values go on the wire as given; reject what Node would throw on later. */
 function parseHeaders(text: string, problems: string[]): Record<string, string> {
   const out: Record<string, string> = {};
@@ -174,13 +216,23 @@ function parseHeaders(text: string, problems: string[]): Record<string, string> 
 
 export function loadConfig(env: Env): Config {
   const r = new Reader(env);
-  const identity: Identity = {
+  let identity: Identity = {
     namespace: r.required('POD_NAMESPACE'),
     pod: r.required('POD_NAME'),
     podUid: r.required('POD_UID'),
     node: r.str('NODE_NAME'),
     job: r.str('JOB_NAME'),
   };
+  const labels = parseStringMap(r, 'JOB_LABELS');
+  const annotations = parseStringMap(r, 'JOB_ANNOTATIONS');
+  if (labels) identity = { ...identity, labels };
+  if (annotations) identity = { ...identity, annotations };
+  const lokiStreamLabels = r
+    .str('LOKI_STREAM_LABELS')
+    .split(',')
+    .map((k) => k.trim())
+    .filter((k) => k !== '');
+  // No check against the carried labels: the setting is the operator's for every Job, and a Job without one of the keys simply gets no such label.
   const sink = r.oneOf<SinkType>('SINK', SINKS);
   const endpointText = r.raw('ENDPOINT');
   let endpoint: URL | undefined;
@@ -233,6 +285,8 @@ export function loadConfig(env: Env): Config {
     esIndex: r.checked('ES_INDEX', esIndexProblem),
     otlpEncoding: r.oneOf<OtlpEncoding>('OTLP_ENCODING', ['protobuf', 'json']),
     lokiTenant: r.checkedRaw('LOKI_TENANT', lokiTenantProblem),
+    lokiStreamLabels,
+    lokiMaxMetadata: r.int('LOKI_MAX_METADATA', 0, 1000),
     drainMs: r.int('DRAIN_SECONDS', 1, 86_400) * 1000,
     maxRecordBytes: r.int('MAX_RECORD_BYTES', 1024, 64 * 1024 * 1024),
     batchMaxBytes: r.int('BATCH_MAX_BYTES', 1024, 64 * 1024 * 1024),

@@ -2,12 +2,13 @@
 // and the dead-letter file: one flat object per record with OpenTelemetry
 // Kubernetes attribute names. Built by string concatenation with the
 // per-file metadata encoded once, because this runs for every line.
-import { DOCUMENT_FIELDS as F } from '../../src/contract/record.ts';
+import { DOCUMENT_FIELDS as F, JOB_ANNOTATION_PREFIX, JOB_LABEL_PREFIX, SHAPED_FIELDS } from '../../src/contract/record.ts';
 import { BodyBuilder } from './body.ts';
 import type { Identity } from '../config.ts';
 import { CriRecord, FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type FileMeta, type LogRecord } from '../records/record.ts';
 
-export function metadataFields(identity: Identity, file: Pick<FileMeta, 'container' | 'restart'>): Record<string, string | number> {
+/** `carried: false` leaves the Job's labels and annotations out, for a format that names them its own way (syslog). */
+export function metadataFields(identity: Identity, file: Pick<FileMeta, 'container' | 'restart'>, carried = true): Record<string, string | number> {
   const fields: Record<string, string | number> = {
     [F.namespace]: identity.namespace,
     [F.pod]: identity.pod,
@@ -17,6 +18,10 @@ export function metadataFields(identity: Identity, file: Pick<FileMeta, 'contain
   };
   if (identity.job) fields[F.job] = identity.job;
   if (identity.node) fields[F.node] = identity.node;
+  if (!carried) return fields;
+  // Per pod, so every encoder caches them with the rest of the file's metadata: a carried label costs nothing per record.
+  if (identity.labels) for (const [k, v] of Object.entries(identity.labels)) fields[JOB_LABEL_PREFIX + k] = v;
+  if (identity.annotations) for (const [k, v] of Object.entries(identity.annotations)) fields[JOB_ANNOTATION_PREFIX + k] = v;
   return fields;
 }
 
@@ -29,6 +34,21 @@ export function flagFields(flags: number): string {
   if (flags & FLAG_TRUNCATED) s += TRUNCATED;
   if (flags & FLAG_MALFORMED) s += MALFORMED;
   if (flags & FLAG_INCOMPLETE) s += INCOMPLETE;
+  return s;
+}
+
+const LINES_KEY = `,${JSON.stringify(SHAPED_FIELDS.document.lines)}:`;
+const JSON_KEY = `,${JSON.stringify(SHAPED_FIELDS.document.json)}:`;
+
+/**
+ * What a shaped record adds after its flags: the line count of a joined
+ * record and its JSON fields, nested under their own key. Only records the
+ * shaping stage touched get here; a plain line never calls it.
+ */
+export function shapedFields(r: LogRecord): string {
+  let s = '';
+  if (r.lines !== undefined && r.lines > 1) s += LINES_KEY + r.lines;
+  if (r.fields !== undefined) s += JSON_KEY + JSON.stringify(r.fields);
   return s;
 }
 
@@ -102,10 +122,11 @@ export class DocumentEncoder {
     }
     body.bytes(this.streamIdOf(r));
     body.uint(r.offset);
-    if (r.flags === 0) body.bytes(this.quoteTailLine);
+    if (r.flags === 0 && r.fields === undefined && r.lines === undefined) body.bytes(this.quoteTailLine);
     else {
       body.bytes(QUOTE);
-      body.ascii(flagFields(r.flags));
+      if (r.flags !== 0) body.ascii(flagFields(r.flags));
+      if (r.fields !== undefined || r.lines !== undefined) body.append(shapedFields(r));
       body.bytes(this.tailLine);
     }
   }
@@ -115,6 +136,7 @@ export class DocumentEncoder {
     // ts is validated to [0-9TZ:.+-] by the parser, so it needs no escaping.
     let s = '{"' + this.timeField + '":"' + r.ts + MESSAGE_TEXT + JSON.stringify(r.message) + STREAM_KEY + '"' + r.stream + '"' + ID_KEY + '"' + r.file.idPrefix + r.offset + '"';
     if (r.flags !== 0) s += flagFields(r.flags);
+    if (r.fields !== undefined || r.lines !== undefined) s += shapedFields(r);
     return s + this.tail;
   }
 

@@ -3,15 +3,17 @@
 // serializers need an SDK record object, a resource map and a size-estimating
 // pass per line; here the shape is fixed, so per-file parts (resource, scope,
 // the id's prefix) are encoded once and a record costs its timestamp, one
-// copy of its message bytes and a few length prefixes.
+// copy of its message bytes and a few length prefixes. A record the shaping
+// stage touched (JSON fields, a joined record) is the exception and is built
+// as a message of its own, its body a map.
 //
 // Field numbers are opentelemetry-proto's (logs/v1, common/v1,
 // resource/v1); sidecar/test/otlp-encoder.test.ts decodes the output with
 // them and compares it with the OpenTelemetry serializer's, field by field.
 import { isUtf8 } from 'node:buffer';
-import { OTLP_ATTRIBUTES as A } from '../../src/contract/record.ts';
+import { OTLP_ATTRIBUTES as A, SEVERITY_KEYS, SHAPED_FIELDS } from '../../src/contract/record.ts';
 import type { Identity } from '../config.ts';
-import { CriRecord, FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type FileMeta, type LogRecord, type Stream } from '../records/record.ts';
+import { CriRecord, FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type FieldValue, type Fields, type FileMeta, type LogRecord, type Stream } from '../records/record.ts';
 import { nowTime, parseTimestamp, type EpochTime } from '../records/timestamp.ts';
 import { BodyBuilder } from './body.ts';
 import { metadataFields } from './document.ts';
@@ -33,8 +35,15 @@ const T_STRING = tag(1, 2); // AnyValue.string_value
 const T_BOOL = tag(2, 0); // AnyValue.bool_value
 const T_INT = tag(3, 0); // AnyValue.int_value
 const T_RES_ATTRIBUTE = tag(1, 2); // Resource.attributes
+const T_SEVERITY_NUMBER = tag(2, 0); // LogRecord.severity_number
+const T_SEVERITY_TEXT = tag(3, 2); // LogRecord.severity_text
+const T_DOUBLE = tag(4, 1); // AnyValue.double_value
+const T_ARRAY = tag(5, 2); // AnyValue.array_value
+const T_KVLIST = tag(6, 2); // AnyValue.kvlist_value
+const T_VALUES = tag(1, 2); // ArrayValue.values, KeyValueList.values
 
 const UID_KEY = A.id;
+const S = SHAPED_FIELDS.otlp;
 const TWO_32 = 2 ** 32;
 const TWO_16 = 2 ** 16;
 
@@ -47,9 +56,14 @@ function decimalDigits(v: number): number {
   return v < 100000 ? (v < 100 ? (v < 10 ? 1 : 2) : v < 1000 ? 3 : v < 10000 ? 4 : 5) : v < 10000000 ? (v < 1000000 ? 6 : 7) : v < 100000000 ? 8 : v < 1000000000 ? 9 : 10;
 }
 
-/** A small protobuf message built once (per file, stream or flag), not per record. */
+/**
+ * A small protobuf message built once (per file, stream or flag), not per
+ * record; and a shaped record's, whose message and fields are copied in as
+ * whole buffers rather than byte by byte.
+ */
 class Bytes {
-  private readonly parts: number[] = [];
+  private readonly chunks: Buffer[] = [];
+  private parts: number[] = [];
   byte(b: number): this {
     this.parts.push(b);
     return this;
@@ -62,8 +76,27 @@ class Bytes {
     this.parts.push(v);
     return this;
   }
+  /** A negative int64 as protobuf writes it: ten bytes of two's complement. */
+  varint64(v: bigint): this {
+    let u = BigInt.asUintN(64, v);
+    while (u > 0x7fn) {
+      this.parts.push(Number(u & 0x7fn) | 0x80);
+      u >>= 7n;
+    }
+    this.parts.push(Number(u));
+    return this;
+  }
+  fixed64(lo: number, hi: number): this {
+    for (let i = 0; i < 32; i += 8) this.parts.push((lo >>> i) & 0xff);
+    for (let i = 0; i < 32; i += 8) this.parts.push((hi >>> i) & 0xff);
+    return this;
+  }
   raw(b: Uint8Array): this {
-    for (const x of b) this.parts.push(x);
+    if (b.length < 64) for (const x of b) this.parts.push(x);
+    else {
+      this.flush();
+      this.chunks.push(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+    }
     return this;
   }
   /** A length-delimited field. */
@@ -73,8 +106,14 @@ class Bytes {
   string(t: number, s: string): this {
     return this.field(t, Buffer.from(s, 'utf8'));
   }
+  private flush(): void {
+    if (this.parts.length === 0) return;
+    this.chunks.push(Buffer.from(this.parts));
+    this.parts = [];
+  }
   done(): Buffer {
-    return Buffer.from(this.parts);
+    this.flush();
+    return this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks);
   }
 }
 
@@ -87,6 +126,73 @@ function anyValue(v: string | number | boolean): Buffer {
 
 function keyValue(key: string, v: string | number | boolean): Buffer {
   return new Bytes().string(T_KEY, key).field(T_VALUE, anyValue(v)).done();
+}
+
+/**
+ * A parsed JSON value as an AnyValue: objects become kvlists and arrays
+ * array values, as the OpenTelemetry serializer (the JSON encoding) makes
+ * them, so both encodings carry the same body. null is the empty AnyValue.
+ */
+export function fieldValue(v: FieldValue): Buffer {
+  if (v === null) return Buffer.alloc(0);
+  if (typeof v === 'string') return new Bytes().string(T_STRING, v).done();
+  if (typeof v === 'boolean') return new Bytes().byte(T_BOOL).varint(v ? 1 : 0).done();
+  if (typeof v === 'number') {
+    if (Number.isSafeInteger(v)) return v >= 0 ? new Bytes().byte(T_INT).varint(v).done() : new Bytes().byte(T_INT).varint64(BigInt(v)).done();
+    const d = Buffer.alloc(9);
+    d[0] = T_DOUBLE;
+    d.writeDoubleLE(v, 1);
+    return d;
+  }
+  if (Array.isArray(v)) {
+    const list = new Bytes();
+    for (const x of v as readonly FieldValue[]) list.field(T_VALUES, fieldValue(x));
+    return new Bytes().field(T_ARRAY, list.done()).done();
+  }
+  return new Bytes().field(T_KVLIST, keyValueList(v as Fields)).done();
+}
+
+function keyValueList(fields: Fields): Buffer {
+  const list = new Bytes();
+  for (const [k, x] of Object.entries(fields)) list.field(T_VALUES, new Bytes().string(T_KEY, k).field(T_VALUE, fieldValue(x)).done());
+  return list.done();
+}
+
+const SEVERITY_NUMBERS: Record<string, number> = {
+  trace: 1,
+  debug: 5,
+  info: 9,
+  information: 9,
+  informational: 9,
+  notice: 10,
+  warn: 13,
+  warning: 13,
+  error: 17,
+  err: 17,
+  fatal: 21,
+  critical: 21,
+  crit: 21,
+  panic: 21,
+  alert: 21,
+  emerg: 21,
+  emergency: 21,
+};
+/** pino's and bunyan's numeric levels. */
+const NUMERIC_LEVELS: Record<number, [number, string]> = { 10: [1, 'trace'], 20: [5, 'debug'], 30: [9, 'info'], 40: [13, 'warn'], 50: [17, 'error'], 60: [21, 'fatal'] };
+
+/** OpenTelemetry's severity of a record from its first level-like field; undefined when none is recognised. */
+export function severityOf(fields: Fields): { number: number; text: string } | undefined {
+  for (const key of SEVERITY_KEYS) {
+    const v = fields[key];
+    if (typeof v === 'string') {
+      const n = SEVERITY_NUMBERS[v.trim().toLowerCase()];
+      if (n !== undefined) return { number: n, text: v };
+    } else if (typeof v === 'number') {
+      const n = NUMERIC_LEVELS[v];
+      if (n !== undefined) return { number: n[0], text: n[1] };
+    }
+  }
+  return undefined;
 }
 
 /** A LogRecord attribute, tag and length included. */
@@ -194,6 +300,7 @@ export class OtlpEncoder {
       this.lastParts = this.partsOf(r.file);
     }
     const p = this.lastParts!;
+    if (r.fields !== undefined || r.lines !== undefined) return this.shapedRecord(body, r, obsLo, obsHi, observed);
     // The message: the bytes as read when they are valid UTF-8 (protobuf strings must be), else the decoded string, whose invalid sequences became U+FFFD.
     let src: Buffer | undefined;
     let s = 0;
@@ -246,6 +353,31 @@ export class OtlpEncoder {
     if (flags.length) body.bytes(flags);
     body.byte(T_OBSERVED);
     body.fixed64(obsLo, obsHi);
+  }
+
+  /**
+   * A record the shaping stage touched: the body is the fields' map (the
+   * line as written kept in log.record.original, so nothing is lost) and the
+   * severity comes from a level field. Built as a message of its own, not
+   * in place: these records are the exception, and their bodies nest.
+   */
+  private shapedRecord(body: BodyBuilder, r: LogRecord, obsLo: number, obsHi: number, observed: EpochTime): void {
+    const t = parseTimestamp(r.ts) ?? observed;
+    this.time(t.sec, t.nanos);
+    const m = new Bytes().byte(T_TIME).fixed64(this.lo, this.hi);
+    const fields = r.fields;
+    const severity = fields !== undefined ? severityOf(fields) : undefined;
+    if (severity) m.byte(T_SEVERITY_NUMBER).varint(severity.number).string(T_SEVERITY_TEXT, severity.text);
+    m.field(T_BODY, fields !== undefined ? new Bytes().field(T_KVLIST, keyValueList(fields)).done() : anyValue(r.message));
+    m.raw(attribute(UID_KEY, r.file.idPrefix + r.offset));
+    m.raw(STREAM_ATTRIBUTE[r.stream]).raw(FLAG_ATTRIBUTES[r.flags & 7]!);
+    if (fields !== undefined) m.raw(attribute(S.original, r.message));
+    if (r.lines !== undefined && r.lines > 1) m.raw(attribute(S.lines, r.lines));
+    m.byte(T_OBSERVED).fixed64(obsLo, obsHi);
+    const content = m.done();
+    body.byte(T_LOG_RECORD);
+    body.varint(content.length);
+    body.bytes(content);
   }
 
   /** ASCII four bytes at a time (the usual log line); anything else goes to the native UTF-8 check. */

@@ -6,13 +6,13 @@
 // container and restart. partial_success rejections are dead-lettered.
 import type { Resource } from '@opentelemetry/resources';
 import type { ReadableLogRecord } from '@opentelemetry/sdk-logs';
-import { OTLP_ATTRIBUTES as A } from '../../src/contract/record.ts';
+import { OTLP_ATTRIBUTES as A, SHAPED_FIELDS } from '../../src/contract/record.ts';
 import { VERSION } from '../../src/contract/version.ts';
 import type { Identity } from '../config.ts';
 import { FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type LogRecord } from '../records/record.ts';
 import { nowTime, parseTimestamp } from '../records/timestamp.ts';
 import { releaser } from '../encode/body.ts';
-import { OtlpEncoder, decodeExportLogsResponse } from '../encode/otlp.ts';
+import { OtlpEncoder, decodeExportLogsResponse, severityOf } from '../encode/otlp.ts';
 import { withPath } from './http/client.ts';
 import { metadataFields } from '../encode/document.ts';
 import { attempt } from './http/result.ts';
@@ -54,7 +54,7 @@ export class OtlpRecordBuilder {
       if (r.flags & FLAG_TRUNCATED) attributes[A.truncated] = true;
       if (r.flags & FLAG_MALFORMED) attributes[A.malformed] = true;
       if (r.flags & FLAG_INCOMPLETE) attributes[A.incomplete] = true;
-      out[i] = {
+      const record: ReadableLogRecord = {
         hrTime: [t.sec, t.nanos],
         hrTimeObserved: hrObserved,
         body: r.message,
@@ -63,9 +63,25 @@ export class OtlpRecordBuilder {
         attributes,
         droppedAttributesCount: 0,
       };
+      out[i] = r.fields !== undefined || r.lines !== undefined ? shaped(record, r) : record;
     }
     return out;
   }
+}
+
+/** The same shape as the protobuf encoder's shaped record (encode/otlp.ts), through the serializer's own AnyValue mapping. */
+function shaped(record: ReadableLogRecord, r: LogRecord): ReadableLogRecord {
+  const attributes = { ...record.attributes };
+  if (r.lines !== undefined && r.lines > 1) attributes[SHAPED_FIELDS.otlp.lines] = r.lines;
+  if (r.fields === undefined) return { ...record, attributes };
+  attributes[SHAPED_FIELDS.otlp.original] = r.message;
+  const severity = severityOf(r.fields);
+  return {
+    ...record,
+    body: r.fields as ReadableLogRecord['body'],
+    attributes,
+    ...(severity ? { severityNumber: severity.number, severityText: severity.text } : {}),
+  };
 }
 
 export function interpretPartialSuccess(serializer: ResponseReader, body: Buffer, records: readonly LogRecord[]): SendResult {

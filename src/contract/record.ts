@@ -78,3 +78,44 @@ export const LOKI_METADATA = {
 
 /** Every field of a Loki entry, labels and structured metadata alike, as a reader sees them folded together. */
 export const LOKI_FIELDS = { ...LOKI_LABELS, ...LOKI_METADATA } as const satisfies Record<RecordField, string>;
+
+/**
+ * The Job's carried labels and annotations (JOBHARVEST_JOB_LABELS /
+ * JOBHARVEST_JOB_ANNOTATIONS), named as OpenTelemetry's Kubernetes semantic
+ * conventions name them: a per-pod attribute beside k8s.job.name in the
+ * document, the OTLP resource, the forward record and the syslog element.
+ */
+export const JOB_LABEL_PREFIX = 'k8s.job.label.';
+export const JOB_ANNOTATION_PREFIX = 'k8s.job.annotation.';
+
+/**
+ * Where a record's parsed JSON fields and its line count go, per format.
+ * The fields always sit under a name of their own, never beside
+ * jobharvest's: a tenant's line `{"k8s.pod.name":"evil"}` must not be able
+ * to overwrite the pod the record came from.
+ */
+export const SHAPED_FIELDS = {
+  /** The flat JSON document: the fields as one nested object (Elasticsearch maps `json.level`, VictoriaLogs flattens it to `json.level`). */
+  document: { json: 'json', lines: 'jobharvest.lines' },
+  /** OTLP: the body becomes the fields' map; the line as written stays an attribute. */
+  otlp: { original: 'log.record.original', lines: 'jobharvest.lines' },
+  /** Loki structured metadata: `json_<key>` per top-level scalar field, `label_<key>` / `annotation_<key>` per carried one. */
+  loki: { json: 'json_', label: 'label_', annotation: 'annotation_', lines: 'lines' },
+  /** Fluentd forward: one record key holding the map. */
+  forward: { json: 'json', lines: 'jobharvest.lines' },
+  /**
+   * syslog: structured-data elements of their own, `json@`, `label@` and
+   * `annotation@` the enterprise number of JOBHARVEST_SYSLOG_SD_ID, with the
+   * bare key as PARAM-NAME: RFC 5424 caps a PARAM-NAME at 32 characters,
+   * and `k8s.job.label.` would leave a key 18 of them.
+   */
+  syslog: { sdName: 'json', labelSdName: 'label', annotationSdName: 'annotation', lines: 'jobharvest.lines' },
+} as const;
+
+/** JSON fields whose value sets the OTLP severity, first found wins. */
+export const SEVERITY_KEYS = ['level', 'severity', 'lvl'] as const;
+
+/** A Loki label or structured-metadata name made of what Loki accepts: `[A-Za-z0-9_]`. */
+export function lokiName(prefix: string, key: string): string {
+  return prefix + key.replace(/[^A-Za-z0-9_]/g, '_');
+}

@@ -83,6 +83,21 @@ describe('jobharvest logs: output', () => {
     expect(formatLine(l, { namespace: 'n', job: 'j' }, {})).toBe('done\n');
     expect(formatLine(l, { namespace: 'n', job: 'j' }, { timestamps: true, prefix: true })).toBe('[pod/nightly-x7k2p/main] 2025-12-01T07:40:00.00000012Z done\n');
   });
+  it('prints a joined multiline record as its lines, in order, each with the prefix and timestamp', () => {
+    const trace: LogLine = { ...l, message: 'Traceback (most recent call last):\n  File "a.py", line 1\n\nValueError: x' };
+    expect(formatLine(trace, { namespace: 'n', job: 'j' }, {})).toBe('Traceback (most recent call last):\n  File "a.py", line 1\n\nValueError: x\n');
+    expect(formatLine(trace, { namespace: 'n', job: 'j' }, { timestamps: true, prefix: true }).split('\n')).toEqual([
+      '[pod/nightly-x7k2p/main] 2025-12-01T07:40:00.00000012Z Traceback (most recent call last):',
+      '[pod/nightly-x7k2p/main] 2025-12-01T07:40:00.00000012Z   File "a.py", line 1',
+      '[pod/nightly-x7k2p/main] 2025-12-01T07:40:00.00000012Z ',
+      '[pod/nightly-x7k2p/main] 2025-12-01T07:40:00.00000012Z ValueError: x',
+      '',
+    ]);
+    // -o json keeps the record one object: its message holds the newlines.
+    const json = formatLine(trace, { namespace: 'n', job: 'j' }, { output: 'json' });
+    expect(json.split('\n')).toHaveLength(2);
+    expect((JSON.parse(json) as { message: string }).message).toBe(trace.message);
+  });
   it('prints one JSON object per line with -o json', () => {
     expect(JSON.parse(formatLine(l, { namespace: 'n', job: 'j' }, { output: 'json' }))).toEqual({ time: '2025-12-01T07:40:00.00000012Z', namespace: 'n', job: 'j', pod: 'nightly-x7k2p', container: 'main', restart: 1, stream: 'stderr', message: 'done' });
   });

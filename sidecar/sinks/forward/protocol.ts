@@ -9,6 +9,7 @@ import { FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type LogRecord } from 
 import { parseTimestamp } from '../../records/timestamp.ts';
 import { metadataFields } from '../../encode/document.ts';
 import { FORWARD_TAG_VARIABLES } from '../../../src/contract/values.ts';
+import { SHAPED_FIELDS } from '../../../src/contract/record.ts';
 
 export const FORWARD_MODES = ['packed-forward', 'forward'] as const;
 export type ForwardMode = (typeof FORWARD_MODES)[number];
@@ -100,6 +101,9 @@ export class ForwardEncoder {
     if (r.flags & FLAG_TRUNCATED) record['jobharvest.truncated'] = true;
     if (r.flags & FLAG_MALFORMED) record['jobharvest.malformed'] = true;
     if (r.flags & FLAG_INCOMPLETE) record['jobharvest.incomplete'] = true;
+    if (r.lines !== undefined && r.lines > 1) record[SHAPED_FIELDS.forward.lines] = r.lines;
+    // A map under one key: Fluentd's record_transformer or Fluent Bit's nest filter can lift it, and no tenant key lands beside jobharvest's.
+    if (r.fields !== undefined) record[SHAPED_FIELDS.forward.json] = r.fields;
     return [time, record];
   }
 

@@ -3,8 +3,9 @@
 // stream (MSGID); one structured-data element carries the full Kubernetes
 // metadata under OpenTelemetry attribute names, because the header fields
 // have length limits a pod name can exceed.
+import { SHAPED_FIELDS } from '../../../src/contract/record.ts';
 import type { Identity } from '../../config.ts';
-import { FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type LogRecord } from '../../records/record.ts';
+import { FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type Fields, type LogRecord } from '../../records/record.ts';
 import { metadataFields } from '../../encode/document.ts';
 
 export const NILVALUE = '-';
@@ -40,6 +41,37 @@ export function paramValue(value: string): string {
 }
 
 /**
+ * PARAM-NAME (SD-NAME): 1-32 PRINTUSASCII except '=', ' ', ']' and '"'. A
+ * carried label key or a tenant's JSON key may be anything, so what does
+ * not fit is replaced with '_' and cut at 32.
+ */
+export function paramName(name: string): string {
+  const out = name.slice(0, 32).replace(/[^!#-<>-\\^-~]/g, '_');
+  return out === '' ? '_' : out;
+}
+
+/** The SD-ID of one of jobharvest's other elements: `name@` and the enterprise number of the configured one, so all are under the same owner. */
+export function sdIdLike(name: string, sdId: string): string {
+  const at = sdId.lastIndexOf('@');
+  return `${name}@${at >= 0 ? sdId.slice(at + 1) : '32473'}`;
+}
+
+/** The JSON fields' element: one PARAM per top-level field, nested values as JSON text. */
+export function jsonElement(id: string, fields: Fields): string {
+  let s = '[' + id;
+  for (const [k, v] of Object.entries(fields)) s += ` ${paramName(k)}="${paramValue(typeof v === 'string' ? v : JSON.stringify(v))}"`;
+  return s + ']';
+}
+
+/** The carried labels' and annotations' elements, the same for every record of the pod. */
+function carriedElements(identity: Identity, sdId: string): string {
+  let s = '';
+  if (identity.labels) s += jsonElement(sdIdLike(SHAPED_FIELDS.syslog.labelSdName, sdId), identity.labels);
+  if (identity.annotations) s += jsonElement(sdIdLike(SHAPED_FIELDS.syslog.annotationSdName, sdId), identity.annotations);
+  return s;
+}
+
+/**
  * RFC 5424 allows at most 6 fraction digits; the CRI runtime writes up to 9.
  * rsyslog misreads more than 6, so the extra digits are dropped (the exact
  * time stays in the structured data). Text that is not RFC 3339 becomes NILVALUE.
@@ -60,8 +92,12 @@ export class SyslogEncoder {
   private readonly host: string;
   private readonly procId: string;
   private readonly sdTails = new Map<string, string>();
+  private readonly jsonId: string;
+  private readonly carried: string;
 
   constructor(private readonly f: SyslogFormat) {
+    this.jsonId = sdIdLike(SHAPED_FIELDS.syslog.sdName, f.sdId);
+    this.carried = carriedElements(f.identity, f.sdId);
     // The node is where the line was produced; the pod (PROCID) says which process.
     this.host = headerField(f.identity.node, 255);
     this.procId = headerField(f.identity.pod, 128);
@@ -73,7 +109,7 @@ export class SyslogEncoder {
     let s = this.sdTails.get(k);
     if (s === undefined) {
       s = '';
-      for (const [name, v] of Object.entries(metadataFields(this.f.identity, r.file))) s += ` ${name}="${paramValue(String(v))}"`;
+      for (const [name, v] of Object.entries(metadataFields(this.f.identity, r.file, false))) s += ` ${paramName(name)}="${paramValue(String(v))}"`;
       this.sdTails.set(k, s);
     }
     return s;
@@ -85,12 +121,18 @@ export class SyslogEncoder {
     let sd = `[${this.f.sdId} jobharvest.id="${r.file.idPrefix}${r.offset}" time="${paramValue(r.ts)}"${this.sdFor(r)}`;
     if (r.flags & FLAG_MALFORMED) sd += ' jobharvest.malformed="true"';
     if (r.flags & FLAG_INCOMPLETE) sd += ' jobharvest.incomplete="true"';
+    if (r.lines !== undefined && r.lines > 1) sd += ` ${SHAPED_FIELDS.syslog.lines}="${r.lines}"`;
+    // The message's newlines (a joined record) go as they are: octet counting and RELP both frame by length, not by line.
+    let more = r.fields !== undefined ? this.carried + jsonElement(this.jsonId, r.fields) : this.carried;
     const head = `<${pri}>1 ${syslogTimestamp(r.ts)} ${this.host} ${headerField(r.file.container, 48)} ${this.procId} ${headerField(r.stream, 32)} `;
     const msg = Buffer.from(r.message, 'utf8');
-    const whole = Buffer.byteLength(head) + Buffer.byteLength(sd) + 2 + msg.length;
-    if (whole <= this.f.maxBytes && !(r.flags & FLAG_TRUNCATED)) return Buffer.from(head + sd + '] ' + r.message, 'utf8');
-    if (whole <= this.f.maxBytes) return Buffer.from(head + sd + ' jobharvest.truncated="true"] ' + r.message, 'utf8');
-    const prefix = Buffer.from(head + sd + ' jobharvest.truncated="true"] ', 'utf8');
+    const whole = Buffer.byteLength(head) + Buffer.byteLength(sd) + Buffer.byteLength(more) + 2 + msg.length;
+    if (whole <= this.f.maxBytes && !(r.flags & FLAG_TRUNCATED)) return Buffer.from(head + sd + ']' + more + ' ' + r.message, 'utf8');
+    if (whole <= this.f.maxBytes) return Buffer.from(head + sd + ' jobharvest.truncated="true"]' + more + ' ' + r.message, 'utf8');
+    // The fields are a copy of what the line says: when they would pass the limit, the line goes without them (the carried labels too, if they alone do).
+    if (more !== this.carried && Buffer.byteLength(head + sd + more) + 64 + SYSLOG_TRUNCATION_MARKER.length > this.f.maxBytes) more = this.carried;
+    if (more !== '' && Buffer.byteLength(head + sd + more) + 64 + SYSLOG_TRUNCATION_MARKER.length > this.f.maxBytes) more = '';
+    const prefix = Buffer.from(head + sd + ' jobharvest.truncated="true"]' + more + ' ', 'utf8');
     const marker = Buffer.from(SYSLOG_TRUNCATION_MARKER, 'utf8');
     const room = Math.max(0, this.f.maxBytes - prefix.length - marker.length);
     return Buffer.concat([prefix, msg.subarray(0, utf8Boundary(msg, room)), marker]);

@@ -75,7 +75,12 @@ export function formatLine(l: LogLine, ctx: { namespace: string; job: string }, 
   if (o.output === 'json') {
     return JSON.stringify({ time: formatTimeNs(l.ns), namespace: ctx.namespace, job: ctx.job, pod: l.pod, container: l.container, restart: l.restart, stream: l.stream, message: l.message }) + '\n';
   }
-  return `${o.prefix ? `[pod/${l.pod}/${l.container}] ` : ''}${o.timestamps ? `${formatTimeNs(l.ns)} ` : ''}${l.message}\n`;
+  const head = `${o.prefix ? `[pod/${l.pod}/${l.container}] ` : ''}${o.timestamps ? `${formatTimeNs(l.ns)} ` : ''}`;
+  // A joined record (a stack trace, say) is printed as the lines it was written as, each with the head, as kubectl logs shows them.
+  if (!l.message.includes('\n')) return `${head}${l.message}\n`;
+  let out = '';
+  for (const line of l.message.split('\n')) out += `${head}${line}\n`;
+  return out;
 }
 
 // Clock skew between the API server and the node that stamped the CRI lines.

@@ -50,6 +50,12 @@ export interface RsyslogOptions {
   input: RsyslogInput;
   /** rsyslog's maxMessageSize, in bytes. */
   maxMessageSize?: number;
+  /**
+   * false: a received newline stays a newline. rsyslog's default turns
+   * control characters into `#012` as they arrive, which hides whether the
+   * sender kept them.
+   */
+  escapeControlCharacters?: boolean;
 }
 
 /** One message as rsyslog parsed it (RFC 5424 fields), read back from its output file. */
@@ -133,6 +139,7 @@ export class RsyslogReceiver {
   private writeConfig(): void {
     const inp = this.opts.input;
     const g = [`workDirectory="${this.dir}"`, `maxMessageSize="${this.opts.maxMessageSize ?? 65536}"`];
+    if (this.opts.escapeControlCharacters === false) g.push('parser.escapeControlCharactersOnReceive="off"');
     let input: string;
     if (inp.kind === 'tls') {
       g.push(`defaultNetstreamDriverCAFile="${inp.caFile}"`, `defaultNetstreamDriverCertFile="${inp.certFile}"`, `defaultNetstreamDriverKeyFile="${inp.keyFile}"`);
