@@ -217,8 +217,13 @@ export class Delivery {
 
   private shipped(records: readonly LogRecord[]): void {
     let bytes = 0;
-    for (const r of records) bytes += r.size;
-    this.stats.linesShipped += records.length;
+    let lines = 0;
+    // Lines, not records: a joined multiline record carries several, and lines_read counts them one by one.
+    for (const r of records) {
+      bytes += r.size;
+      lines += r.lines ?? 1;
+    }
+    this.stats.linesShipped += lines;
     this.stats.bytesShipped += bytes;
   }
 
