@@ -12,8 +12,8 @@ type Replace = (text: string, replacement: string, count: (n: number) => void) =
 /** `Authorization: Bearer <token>`: the token goes, the scheme stays so the line still reads. */
 const BEARER = /(\bbearer[ \t]+)([A-Za-z0-9\-._~+/]+=*)/gi;
 const AWS_KEY = /\b(?:AKIA|ASIA)[A-Z0-9]{16}\b/g;
-/** `password=x`, `passwd: x`, `"pwd": "x"`: only the value is replaced. */
-const PASSWORD = /(\b(?:password|passwd|pwd)["']?[ \t]*[:=][ \t]*)(?:"([^"]*)"|'([^']*)'|([^\s"'&,;]+))/gi;
+/** `password=x`, `passwd: x`, `"pwd": "x"`, `DB_PASSWORD=x`: only the value is replaced. */
+const PASSWORD = /((?:password|passwd|pwd)["']?[ \t]*[:=][ \t]*)(?:"([^"]*)"|'([^']*)'|([^\s"'&,;]+))/gi;
 
 function regexRule(re: RegExp, keep: (m: string[]) => [string, string]): Replace {
   return (text, replacement, count) => {
