@@ -12,6 +12,7 @@
 // lines on stdout, and ending it there would cut it into pieces. What was
 // capped is owed, and the next record of the file that may carry it does
 // (`FileShape.owed`), so a file's checkpoint still reaches its end.
+import { ConfigError } from '../config.ts';
 import type { Stats } from '../stats.ts';
 import type { FileMeta, LogRecord, Stream } from '../records/record.ts';
 import { ShapedRecord } from '../records/shaped.ts';
@@ -28,6 +29,17 @@ interface FileShape {
 }
 
 export type Emit = (records: LogRecord[]) => Promise<void>;
+
+/** Compiles the RE2 patterns the way building the stage would; the problems, or none. */
+export function shapingProblems(settings: ShapingSettings): string[] {
+  try {
+    if (settings.multiline) new Joiner(settings.multiline);
+    if (settings.mask) new Masker(settings.mask);
+    return [];
+  } catch (err) {
+    return err instanceof ConfigError ? [...err.problems] : [(err as Error).message];
+  }
+}
 
 export class Shaper {
   private readonly joiner: Joiner | undefined;
