@@ -138,7 +138,7 @@ export class Delivery {
   }
 
   private async giveUp(records: readonly LogRecord[]): Promise<void> {
-    this.stats.linesUnsent += records.length;
+    this.stats.linesUnsent += lineCount(records);
     try {
       await this.deadLetter.write(records.map((record) => ({ record, reason: UNSENT_REASON })));
     } catch (err) {
@@ -229,6 +229,13 @@ export class Delivery {
 
   private async reject(entries: readonly DeadLetterEntry[]): Promise<void> {
     await this.deadLetter.write(entries);
-    this.stats.linesDeadLettered += entries.length;
+    this.stats.linesDeadLettered += lineCount(entries.map((e) => e.record));
   }
+}
+
+/** Log lines in these records: a joined multiline record holds several. */
+function lineCount(records: readonly LogRecord[]): number {
+  let n = 0;
+  for (const r of records) n += r.lines ?? 1;
+  return n;
 }

@@ -53,6 +53,8 @@ const privateKey: Replace = (text, replacement, count) => {
     }
     const bodyAt = headerEnd + PEM_TAIL.length;
     const end = text.indexOf('-----END ', bodyAt);
+    // A BEGIN line on its own: the key is in the records after it (Masker.textIn).
+    if (end < 0 && text.slice(bodyAt).trim() === '') break;
     n++;
     out += text.slice(from, bodyAt) + replacement;
     if (end < 0) {
@@ -103,8 +105,29 @@ function re2Rule(pattern: string, index: number): Replace {
   };
 }
 
+/** A line of a PEM body, or one of its header lines (`Proc-Type: …`, `DEK-Info: …`), or blank. */
+const PEM_BODY = /^\s*[A-Za-z0-9+/=]*\s*$/;
+const PEM_HEADER = /^(?:Proc-Type|DEK-Info): /;
+/** A 4096-bit RSA key in PEM is about 50 lines; past this, whatever it is, it is not one key. */
+const PEM_MAX_LINES = 200;
+
+/** Per stream: the lines of a private key still to come when its BEGIN line went out on its own (no multiline joining). */
+export interface MaskState {
+  pemLines: number;
+}
+
+/** The text ends inside a private key: a BEGIN … PRIVATE KEY----- header with no END after it. */
+function opensPrivateKey(text: string): boolean {
+  const begin = text.lastIndexOf(PEM_BEGIN);
+  if (begin < 0) return false;
+  const tail = text.indexOf(PEM_TAIL, begin);
+  return tail >= 0 && tail - begin <= 80 && !text.includes('\n', begin) && text.indexOf('-----END ', tail) < 0;
+}
+
 export class Masker {
   private readonly rules: readonly Replace[];
+  /** The private-key rule is on: masking then follows a key over the lines after its BEGIN line. */
+  readonly pem: boolean;
   private readonly replacement: string;
   /** Matches replaced so far. */
   matches = 0;
@@ -115,6 +138,35 @@ export class Masker {
   constructor(s: MaskSettings) {
     this.rules = [...s.rules.map((r) => BUILT_IN[r]), ...s.patterns.map(re2Rule)];
     this.replacement = s.replacement;
+    this.pem = s.rules.includes('private-key');
+  }
+
+  /**
+   * text() for one record of a stream whose earlier records may have begun a
+   * private key: without joining, a key's body lines are records of their
+   * own, and each of them is the secret. They are replaced whole while they
+   * look like a PEM body, up to the END line.
+   */
+  textIn(s: string, state: MaskState): string {
+    if (!this.pem) return this.text(s);
+    if (state.pemLines > 0) {
+      const end = s.indexOf('-----END ');
+      if (end >= 0) {
+        state.pemLines = 0;
+        if (end > 0) {
+          this.matches++;
+          s = this.replacement + s.slice(end);
+        }
+      } else if (PEM_BODY.test(s) || PEM_HEADER.test(s)) {
+        state.pemLines--;
+        if (s.trim() === '') return s;
+        this.matches++;
+        return this.replacement;
+      } else state.pemLines = 0;
+    }
+    s = this.text(s);
+    if (opensPrivateKey(s)) state.pemLines = PEM_MAX_LINES;
+    return s;
   }
 
   text(s: string): string {

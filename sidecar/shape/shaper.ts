@@ -17,7 +17,7 @@ import type { Stats } from '../stats.ts';
 import type { FileMeta, LogRecord, Stream } from '../records/record.ts';
 import { ShapedRecord } from '../records/shaped.ts';
 import { parseJsonFields } from './json.ts';
-import { Masker } from './mask.ts';
+import { Masker, type MaskState } from './mask.ts';
 import { Joiner, type Slot } from './multiline.ts';
 import type { JsonSettings, ShapingSettings } from './settings.ts';
 
@@ -26,6 +26,8 @@ interface FileShape {
   readonly slots: Record<Stream, Slot>;
   /** The highest `safe` a record of the file was given less than: the checkpoint may go there once nothing before it is held. */
   owed: number;
+  /** Per stream: where a private key begun in an earlier record stands. */
+  readonly masks: Record<Stream, MaskState>;
 }
 
 export type Emit = (records: LogRecord[]) => Promise<void>;
@@ -52,7 +54,7 @@ export class Shaper {
     settings: ShapingSettings,
     private readonly stats: Stats,
     private readonly out: Emit,
-    now?: () => number,
+    private readonly now: () => number = Date.now,
   ) {
     this.joiner = settings.multiline ? new Joiner(settings.multiline, now) : undefined;
     this.masker = settings.mask ? new Masker(settings.mask) : undefined;
@@ -113,7 +115,7 @@ export class Shaper {
   private fileOf(file: FileMeta): FileShape {
     let f = this.files.get(file);
     if (!f) {
-      f = { slots: { stdout: { ev: undefined }, stderr: { ev: undefined }, unknown: { ev: undefined } }, owed: 0 };
+      f = { slots: { stdout: { ev: undefined }, stderr: { ev: undefined }, unknown: { ev: undefined } }, owed: 0, masks: { stdout: { pemLines: 0 }, stderr: { pemLines: 0 }, unknown: { pemLines: 0 } } };
       this.files.set(file, f);
     }
     return f;
@@ -136,14 +138,14 @@ export class Shaper {
     let due = Infinity;
     for (const f of this.files.values()) for (const s of Object.values(f.slots)) if (s.ev) due = Math.min(due, s.ev.lastAt + j.flushMs);
     if (due === Infinity) return;
-    this.timer = setTimeout(this.expire, Math.max(0, due - Date.now()));
+    this.timer = setTimeout(this.expire, Math.max(0, due - this.now()));
     this.timer.unref?.();
   }
 
   private readonly expire = (): void => {
     this.timer = undefined;
     const j = this.joiner!;
-    const now = Date.now();
+    const now = this.now();
     const out: LogRecord[] = [];
     for (const f of this.files.values()) {
       const groups: LogRecord[][] = [];
@@ -214,7 +216,7 @@ export class Shaper {
       this.stats.multilineRecords++;
     }
     const maskedBefore = this.masker?.matches ?? 0;
-    if (this.masker) message = this.masker.text(message);
+    if (this.masker) message = this.masker.pem ? this.masker.textIn(message, this.fileOf(first.file).masks[first.stream]) : this.masker.text(message);
     let fields;
     if (this.json) {
       const parsed = parseJsonFields(message, this.json);

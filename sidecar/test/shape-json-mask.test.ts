@@ -86,6 +86,27 @@ describe('masks', () => {
     expect(mask('private-key', '-----BEGIN CERTIFICATE----- MIIB')).toEqual({ text: '-----BEGIN CERTIFICATE----- MIIB', matches: 0 });
   });
 
+  it('private-key without joining: the body lines after a BEGIN line are masked whole, up to the END line', async () => {
+    const h = harness(shaping({ MASK: 'private-key' }));
+    const l = new Lines();
+    await h.shaper.push(l.make(['key:', '-----BEGIN RSA PRIVATE KEY-----', 'Proc-Type: 4,ENCRYPTED', 'MIIEowIBAAKCAQEAx1', 'Zm9vYmFy==', '-----END RSA PRIVATE KEY-----', 'done'], 'stderr'));
+    await h.shaper.push(l.make(['-----BEGIN PRIVATE KEY-----', 'MIIEvQIBADANBg', 'not a key line: the block ended without its END', 'more'], 'stderr'));
+    expect(h.messages()).toEqual([
+      'key:',
+      '-----BEGIN RSA PRIVATE KEY-----',
+      '[MASKED]',
+      '[MASKED]',
+      '[MASKED]',
+      '-----END RSA PRIVATE KEY-----',
+      'done',
+      '-----BEGIN PRIVATE KEY-----',
+      '[MASKED]',
+      'not a key line: the block ended without its END',
+      'more',
+    ]);
+    expect(h.stats.masked).toBe(4);
+  });
+
   it('all, operator patterns (RE2) and counts; the replacement is literal', () => {
     const m = new Masker({ rules: shaping({ MASK: 'all' }).mask!.rules, patterns: ['tok_[a-z0-9]{8}', '(?i)secret-\\d+'], replacement: '$1<x>' });
     expect(m.text('a tok_abcd1234 b SECRET-42 c password=p AKIAIOSFODNN7EXAMPLE')).toBe('a $1<x> b $1<x> c password=$1<x> $1<x>');
