@@ -107,11 +107,6 @@ export class Shaper {
     this.timer = undefined;
   }
 
-  /** Match count of the masks, for the summary and metrics. */
-  get masked(): number {
-    return this.masker?.matches ?? 0;
-  }
-
   private fileOf(file: FileMeta): FileShape {
     let f = this.files.get(file);
     if (!f) {
@@ -184,7 +179,7 @@ export class Shaper {
     }
     for (let i = 0; i < out.length; i++) {
       const r = out[i]!;
-      const f = this.files.get(r.file) ?? this.fileOf(r.file);
+      const f = this.fileOf(r.file);
       const safe = Math.min(Math.max(r.safe, f.owed), limit[i]!);
       if (r.safe > safe && r.safe > f.owed) f.owed = r.safe;
       if (safe === r.safe) continue;
@@ -226,6 +221,8 @@ export class Shaper {
       } else if (parsed === 'too-wide') this.stats.jsonTooWide++;
     }
     if (this.masker) this.stats.masked += this.masker.matches - maskedBefore;
+    // Nothing changed: the line goes on as the source made it (a CriRecord keeps its bytes for the encoders).
+    if (lines.length === 1 && fields === undefined && message === first.message) return first;
     return new ShapedRecord(first.file, first.offset, first.ts, first.stream, message, size, safe, flags, lines.length > 1 ? lines.length : undefined, fields);
   }
 }
