@@ -45,18 +45,30 @@ const INDENTED = /^[ \t]/;
 
 const TRACEBACK = 'Traceback (most recent call last):';
 const PY_CHAINED = ['During handling of the above exception, another exception occurred:', 'The above exception was the direct cause of the following exception:'];
+/** Python 3.11+: an ExceptionGroup's traceback is drawn indented, its exceptions included. */
+const GROUP_TRACEBACK = '  + Exception Group Traceback (most recent call last):';
 const enum Py {
   Frames,
   Exception,
   Gap,
   Chain,
+  Group,
 }
 
 export const python: Rule = {
   name: 'python',
-  start: (line) => (line.startsWith(TRACEBACK) ? Py.Frames : -1),
+  start: (line) => (line.startsWith(TRACEBACK) ? Py.Frames : line.startsWith(GROUP_TRACEBACK) ? Py.Group : -1),
   next(line, ev) {
     switch (ev.state) {
+      case Py.Group:
+        if (INDENTED.test(line)) return 'join';
+        if (PY_CHAINED.includes(line)) {
+          ev.state = Py.Chain;
+          return 'join';
+        }
+        if (line !== '') return 'end';
+        ev.state = Py.Gap;
+        return 'maybe';
       case Py.Frames:
         if (line === '' || INDENTED.test(line)) return 'join';
         // The first unindented line after the frames is the exception itself.
@@ -83,6 +95,10 @@ export const python: Rule = {
         if (line === '') return 'join';
         if (line.startsWith(TRACEBACK)) {
           ev.state = Py.Frames;
+          return 'join';
+        }
+        if (line.startsWith(GROUP_TRACEBACK)) {
+          ev.state = Py.Group;
           return 'join';
         }
         return 'end';

@@ -113,6 +113,22 @@ describe('multiline built-in rules', () => {
     expect(trailing.messages()).toEqual(['Traceback (most recent call last):\n  File "a.py", line 1\nValueError: x', '', 'next']);
   });
 
+  it('python 3.11+: an exception group, drawn indented', async () => {
+    const group = [
+      '  + Exception Group Traceback (most recent call last):',
+      '  |   File "/app/tasks.py", line 9, in <module>',
+      '  |     raise ExceptionGroup("many", [ValueError(1), TypeError(2)])',
+      '  | ExceptionGroup: many (2 sub-exceptions)',
+      '  +-+---------------- 1 ----------------',
+      '    | ValueError: 1',
+      '    +---------------- 2 ----------------',
+      '    | TypeError: 2',
+      '    +------------------------------------',
+    ];
+    const h = await run({ MULTILINE: 'python' }, ['before', ...group, 'after'].join('\n'));
+    expect(h.messages()).toEqual(['before', group.join('\n'), 'after']);
+  });
+
   it('java: exception, frames, Caused by and "... N more"', async () => {
     const h = await run({ MULTILINE: 'java' }, JAVA);
     expect(h.messages()).toEqual(blocks(JAVA, [[0, 1], [1, 7], [7, 10], [10, 11]]));
