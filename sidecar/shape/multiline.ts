@@ -9,7 +9,7 @@
 // configuration is compiled with re2js, which is linear for any pattern.
 import { RE2JS } from 're2js';
 import { ConfigError } from '../config.ts';
-import type { LogRecord } from '../records/record.ts';
+import { CriRecord, type LogRecord } from '../records/record.ts';
 import type { MultilineRule, MultilineSettings } from './settings.ts';
 
 /**
@@ -236,7 +236,8 @@ export interface Slot {
   ev: OpenEvent | undefined;
 }
 
-const byteLength = (r: LogRecord): number => Buffer.byteLength(r.message);
+/** A parsed line's message bytes are known without decoding it again (its `message` is a getter that decodes each time). */
+const byteLength = (r: LogRecord, line: string): number => (r instanceof CriRecord ? r.msgEnd - r.msgAt : Buffer.byteLength(line));
 
 /**
  * Joins lines per slot (the shaper keeps one per file and stream). Output
@@ -258,19 +259,19 @@ export class Joiner {
 
   private readonly now: () => number;
 
-  feed(slot: Slot, r: LogRecord, out: LogRecord[][]): void {
+  feed(slot: Slot, r: LogRecord, out: LogRecord[][], line: string = r.message): void {
     const ev = slot.ev;
     if (!ev) {
-      this.startOrSingle(slot, r, out);
+      this.startOrSingle(slot, r, out, line);
       return;
     }
-    const d = ev.rule.next(r.message, ev);
+    const d = ev.rule.next(line, ev);
     if (d === 'end') {
       this.close(slot, out);
-      this.feed(slot, r, out);
+      this.feed(slot, r, out, line);
       return;
     }
-    const bytes = byteLength(r);
+    const bytes = byteLength(r, line);
     if (ev.records.length >= this.maxLines || ev.bytes + 1 + bytes > this.maxBytes) {
       // At a bound: what is there goes as one record, and the event goes on in the next under the same rule and state.
       ev.confirmed = ev.records.length;
@@ -297,13 +298,12 @@ export class Joiner {
     return slot.ev !== undefined && now - slot.ev.lastAt >= this.flushMs;
   }
 
-  private startOrSingle(slot: Slot, r: LogRecord, out: LogRecord[][]): void {
-    const line = r.message;
+  private startOrSingle(slot: Slot, r: LogRecord, out: LogRecord[][], line: string): void {
     for (const rule of this.rules) {
       const state = rule.start(line);
       if (state < 0) continue;
       const ev = new OpenEvent(rule, state);
-      this.add(ev, r, byteLength(r));
+      this.add(ev, r, byteLength(r, line));
       ev.confirmed = 1;
       slot.ev = ev;
       return;
