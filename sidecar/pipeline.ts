@@ -161,7 +161,11 @@ export class Pipeline {
     if (this.delivery.saturated) await this.delivery.waitForCapacity();
   }
 
-  /** emit() for records out of the shaping stage, which counts the lines it was given itself. */
+  /**
+   * emit() for records out of the shaping stage, which counts the lines it was
+   * given itself. A copy rather than a call from emit(): the default path stays
+   * one async call per read.
+   */
   private async emitShaped(records: LogRecord[]): Promise<void> {
     for (const r of records) this.batcher.add(r);
     if (!this.idleCheck) {
