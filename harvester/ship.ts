@@ -3,18 +3,22 @@
 // from a typed configuration. Everything that decides where and how much to
 // send comes from the harvester's own settings and the operator's approved
 // destination; from the pod it takes only identity and the positions in its
-// sidecar's (validated) termination message.
-import type { V1Pod } from '@kubernetes/client-node';
+// sidecar's (validated) termination message, and its shaping settings from
+// the signed sidecar container, so that what the sidecar would have masked is
+// masked here too.
+import type { V1Container, V1Pod } from '@kubernetes/client-node';
 import { readFile } from 'node:fs/promises';
 import { ENV } from '../src/contract/env.ts';
 import type { TerminationMessage } from '../src/contract/termination.ts';
 import type { Config, KubeCredentials } from '../sidecar/config.ts';
 import { MemoryCheckpoint, type CheckpointEntry } from '../sidecar/delivery/checkpoint.ts';
 import { CountingDeadLetter } from '../sidecar/delivery/deadletter.ts';
-import { withLogFields } from '../sidecar/log.ts';
+import { log, withLogFields } from '../sidecar/log.ts';
 import { loadSink, Pipeline } from '../sidecar/pipeline.ts';
 import type { Sink } from '../sidecar/sinks/types.ts';
 import { countMissing } from '../sidecar/sources/api/api-source.ts';
+import { parseShaping, SHAPING_ENV_NAMES, shapingOn, type ShapingSettings } from '../sidecar/shape/settings.ts';
+import { shapingProblems } from '../sidecar/shape/shaper.ts';
 import type { Destination } from './destinations.ts';
 
 /** Request and batch sizes: the harvester's, never the pod's. */
@@ -92,12 +96,35 @@ async function secret(file: string | undefined): Promise<string | undefined> {
   return (await readFile(file, 'utf8')).trim();
 }
 
+const MASK_ENV = new Set<string>([ENV.MASK.name, ENV.MASK_PATTERNS.name, ENV.MASK_REPLACEMENT.name]);
+
+/**
+ * The shaping the pod's sidecar had, from its container's env (covered by
+ * the webhook's signature, which the harvester checked). Values the sidecar
+ * itself would have refused: no shaping, but the masks still if they are
+ * valid on their own, for shipping a secret the operator masked would be
+ * worse than shipping a trace unjoined.
+ */
+export function podShaping(pod: V1Pod, sidecar: string, maxRecordBytes: number): ShapingSettings | undefined {
+  const containers: V1Container[] = [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])];
+  const env: Record<string, string> = {};
+  for (const e of containers.find((c) => c.name === sidecar)?.env ?? []) if (SHAPING_ENV_NAMES.includes(e.name) && e.value !== undefined) env[e.name] = e.value;
+  const all = parseShaping(env, maxRecordBytes);
+  const problems = [...all.problems, ...shapingProblems(all.settings)];
+  if (problems.length === 0) return shapingOn(all.settings) ? all.settings : undefined;
+  const masks = parseShaping(Object.fromEntries(Object.entries(env).filter(([k]) => MASK_ENV.has(k))), maxRecordBytes);
+  const keep = masks.problems.length === 0 && shapingProblems(masks.settings).length === 0 && shapingOn(masks.settings);
+  log.warn(keep ? "the pod's shaping settings are invalid; shipping unshaped, with its masks" : "the pod's shaping settings are invalid; shipping unshaped", { problems });
+  return keep ? masks.settings : undefined;
+}
+
 /** The engine's configuration for one pod: typed, built here, no environment involved. */
 export async function shipConfig(req: Omit<ShipRequest, 'signal' | 'mayWrite'>): Promise<Config> {
   const { pod, destination: d, limits } = req;
   const token = await secret(d.auth?.tokenFile);
   const username = await secret(d.auth?.usernameFile);
   const password = await secret(d.auth?.passwordFile);
+  const shaping = podShaping(pod, req.sidecar, limits.maxRecordBytes);
   return {
     identity: {
       namespace: pod.metadata?.namespace ?? '',
@@ -137,6 +164,7 @@ export async function shipConfig(req: Omit<ShipRequest, 'signal' | 'mayWrite'>):
     terminationLog: '',
     kube: { apiUrl: req.kube.apiUrl, tokenDir: '', credentials: req.kube.credentials },
     maxResponseBytes: limits.maxResponseBytes,
+    ...(shaping ? { shaping } : {}),
   };
 }
 

@@ -4,6 +4,7 @@
 import { isEndpointScheme } from '../src/contract/endpoint.ts';
 import { esIndexProblem, headerNameProblem, headerValueProblem, lokiTenantProblem } from '../src/contract/values.ts';
 import { ENV, MODES, SINKS, type EnvKey, type SinkType, type SourceMode } from '../src/contract/env.ts';
+import { parseShaping, shapingOn, type ShapingSettings } from './shape/settings.ts';
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 export type OtlpEncoding = 'protobuf' | 'json';
@@ -91,6 +92,12 @@ export interface Config {
   readonly kube?: KubeSettings;
   /** Cap on a successful answer kept in memory; default 32 MiB. Error answers are always cut at 64 KiB. */
   readonly maxResponseBytes?: number;
+  /**
+   * Multiline joining, JSON fields, masking; absent when all are off (the
+   * default), and then no shaping code is loaded. RE2 patterns in it are
+   * compiled, and refused with a ConfigError, when the stage is built.
+   */
+  readonly shaping?: ShapingSettings;
 }
 
 export class ConfigError extends Error {
@@ -302,8 +309,11 @@ export function loadConfig(env: Env): Config {
     terminationLog: r.str('TERMINATION_LOG'),
   };
   const kube = cfg.mode === 'api' ? kubeSettings(r, env) : undefined;
+  const shaping = parseShaping(env, cfg.maxRecordBytes);
+  r.problems.push(...shaping.problems);
   if (r.problems.length > 0) throw new ConfigError(r.problems);
-  return kube ? { ...cfg, kube } : cfg;
+  const withShaping = shapingOn(shaping.settings) ? { ...cfg, shaping: shaping.settings } : cfg;
+  return kube ? { ...withShaping, kube } : withShaping;
 }
 
 /**

@@ -24,6 +24,10 @@ const COUNTERS: ReadonlyArray<readonly [keyof Stats, string, string]> = [
   ['deadLetterOverflowLines', 'jobharvest_sidecar_dead_letter_overflow_total', 'Dead-lettered or unsent records not written because the dead-letter file reached its cap.'],
   ['deadLetterOverflowBytes', 'jobharvest_sidecar_dead_letter_overflow_bytes_total', 'Log file bytes of the records not written because the dead-letter file reached its cap.'],
   ['resumeGaps', 'jobharvest_sidecar_resume_gaps_total', 'api mode: log streams resumed past a kubelet rotation; the lines in between are lost (their number is unknown).'],
+  ['multilineRecords', 'jobharvest_sidecar_multiline_records_total', 'Records joined from several lines of one stream (JOBHARVEST_MULTILINE).'],
+  ['jsonRecords', 'jobharvest_sidecar_json_records_total', 'Records whose JSON object became fields (JOBHARVEST_PARSE=json).'],
+  ['jsonTooWide', 'jobharvest_sidecar_json_too_wide_total', 'JSON lines left a plain message for holding more than JOBHARVEST_JSON_MAX_FIELDS fields.'],
+  ['masked', 'jobharvest_sidecar_masked_total', 'Matches replaced by a mask (JOBHARVEST_MASK, JOBHARVEST_MASK_PATTERNS).'],
   ['symlinksSkipped', 'jobharvest_sidecar_symlinks_skipped_total', 'Symlinks in the pod log directory, skipped rather than followed.'],
 ];
 

@@ -27,6 +27,14 @@ export interface Stats {
    * no longer serves (the number of those lines is not known).
    */
   resumeGaps: number;
+  /** Shaping (all 0 when it is off): records made of several lines, */
+  multilineRecords: number;
+  /** records whose JSON object became fields, */
+  jsonRecords: number;
+  /** JSON objects left a plain message for holding more than JOBHARVEST_JSON_MAX_FIELDS fields, */
+  jsonTooWide: number;
+  /** and matches replaced by a mask (never their values). */
+  masked: number;
 }
 
 export function newStats(): Stats {
@@ -50,5 +58,9 @@ export function newStats(): Stats {
     deadLetterOverflowLines: 0,
     deadLetterOverflowBytes: 0,
     resumeGaps: 0,
+    multilineRecords: 0,
+    jsonRecords: 0,
+    jsonTooWide: 0,
+    masked: 0,
   };
 }

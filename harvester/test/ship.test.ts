@@ -7,7 +7,7 @@ import { encodeTermination, decodeTermination } from '../../src/contract/termina
 import { FakeKube, type LogLine } from '../../sidecar/test/fake-kube.ts';
 import { NdjsonReceiver } from '../../sidecar/test/ndjson-receiver.ts';
 import { parseDestinations } from '../destinations.ts';
-import { checkpointOf, DEFAULT_LIMITS, shipConfig, shipPod, type ShipRequest } from '../ship.ts';
+import { checkpointOf, DEFAULT_LIMITS, podShaping, shipConfig, shipPod, type ShipRequest } from '../ship.ts';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -97,5 +97,45 @@ describe('harvester: shipping one pod with the engine', () => {
   it('the positions come from a validated message only', () => {
     expect(checkpointOf(undefined).size).toBe(0);
     expect([...checkpointOf(decodeTermination(encodeTermination({ state: 'running', mode: 'api', sink: 'http', shipped: 1, unsent: 0, dead_lettered: 0 }, [['main', 0, ts(1), 2, 41]], ['init/0']))).keys()]).toEqual(['init/0/api', 'main/0/api']);
+  });
+
+  it("ships with the pod's shaping, masks above all: the sidecar's env, as signed", async () => {
+    const kube = await new FakeKube({ main: ['main'] }).start();
+    cleanups.push(() => kube.stop());
+    const sink = await new NdjsonReceiver().start();
+    cleanups.push(() => sink.stop());
+    kube.run('main', 0);
+    const text = ['start', 'Authorization: Bearer s3cr3t-token', 'Traceback (most recent call last):', '  File "a.py", line 1, in <module>', 'ValueError: password=hunter2', 'end'];
+    kube.append('main', 0, text.map((msg, i) => ({ ts: ts(i), msg })));
+    kube.terminate('main');
+    const ca = await readFile(`${kube.tokenDir}/ca.crt`);
+    const env = [
+      { name: 'JOBHARVEST_MULTILINE', value: 'python' },
+      { name: 'JOBHARVEST_MASK', value: 'bearer,password' },
+    ];
+    const r = await shipPod({
+      pod: { metadata: { name: kube.name, namespace: kube.namespace, uid: kube.uid }, spec: { containers: [{ name: 'main' }], initContainers: [{ name: 'jobharvest', env }] } },
+      sidecar: 'jobharvest',
+      message: undefined,
+      destination: parseDestinations([{ name: 'logs', sink: 'http', endpoint: sink.url, allow: ['loopback'] }])[0]!,
+      kube: { apiUrl: new URL(kube.url), credentials: async () => ({ token: 'token-1', ca }) },
+      limits: { ...DEFAULT_LIMITS, batchMaxWaitMs: 20 },
+      deadlineMs: 30_000,
+      signal: new AbortController().signal,
+    });
+    // Lines, not records: the joined traceback counts its three.
+    expect(r).toEqual({ missing: 6, shipped: 6, lost: 0 });
+    expect(sink.accepted.map((d) => d.message).sort()).toEqual(['start', 'Authorization: Bearer [MASKED]', 'Traceback (most recent call last):\n  File "a.py", line 1, in <module>\nValueError: password=[MASKED]', 'end'].sort());
+  });
+
+  it("invalid shaping on the pod: none, but its masks if they are valid on their own", () => {
+    const pod = (env: Record<string, string>) => ({ spec: { containers: [{ name: 'jobharvest', env: Object.entries(env).map(([name, value]) => ({ name, value })) }] } });
+    expect(podShaping(pod({}), 'jobharvest', 262_144)).toBeUndefined();
+    expect(podShaping(pod({ JOBHARVEST_MASK: 'bearer', JOBHARVEST_MULTILINE: 'go' }), 'jobharvest', 262_144)).toMatchObject({ multiline: { rules: ['go'] }, mask: { rules: ['bearer'] } });
+    expect(podShaping(pod({ JOBHARVEST_MASK: 'bearer', JOBHARVEST_MULTILINE: 'ruby' }), 'jobharvest', 262_144)).toEqual({ mask: { rules: ['bearer'], patterns: [], replacement: '[MASKED]' } });
+    expect(podShaping(pod({ JOBHARVEST_MASK_PATTERNS: '["x"]', JOBHARVEST_MULTILINE_START: '(' }), 'jobharvest', 262_144)).toEqual({ mask: { rules: [], patterns: ['x'], replacement: '[MASKED]' } });
+    expect(podShaping(pod({ JOBHARVEST_MASK_PATTERNS: '["("]', JOBHARVEST_MULTILINE: 'go' }), 'jobharvest', 262_144)).toBeUndefined();
+    // Another container's env is not the sidecar's.
+    expect(podShaping(pod({ JOBHARVEST_MASK: 'bearer' }), 'other', 262_144)).toBeUndefined();
   });
 });

@@ -138,7 +138,7 @@ export class Delivery {
   }
 
   private async giveUp(records: readonly LogRecord[]): Promise<void> {
-    this.stats.linesUnsent += records.length;
+    this.stats.linesUnsent += lineCount(records);
     try {
       await this.deadLetter.write(records.map((record) => ({ record, reason: UNSENT_REASON })));
     } catch (err) {
@@ -217,13 +217,25 @@ export class Delivery {
 
   private shipped(records: readonly LogRecord[]): void {
     let bytes = 0;
-    for (const r of records) bytes += r.size;
-    this.stats.linesShipped += records.length;
+    let lines = 0;
+    // Lines, not records: a joined multiline record carries several, and lines_read counts them one by one.
+    for (const r of records) {
+      bytes += r.size;
+      lines += r.lines ?? 1;
+    }
+    this.stats.linesShipped += lines;
     this.stats.bytesShipped += bytes;
   }
 
   private async reject(entries: readonly DeadLetterEntry[]): Promise<void> {
     await this.deadLetter.write(entries);
-    this.stats.linesDeadLettered += entries.length;
+    this.stats.linesDeadLettered += lineCount(entries.map((e) => e.record));
   }
+}
+
+/** Log lines in these records: a joined multiline record holds several. */
+function lineCount(records: readonly LogRecord[]): number {
+  let n = 0;
+  for (const r of records) n += r.lines ?? 1;
+  return n;
 }

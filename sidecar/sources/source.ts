@@ -4,7 +4,7 @@
 // report acknowledged progress as checkpoint entries.
 import type { CheckpointEntry } from '../delivery/checkpoint.ts';
 import type { Config } from '../config.ts';
-import type { LogRecord } from '../records/record.ts';
+import type { FileMeta, LogRecord } from '../records/record.ts';
 import type { Stats } from '../stats.ts';
 
 /** What the pipeline gives either source. */
@@ -14,6 +14,12 @@ export interface SourceOptions {
   /** Loaded checkpoint; entries are consumed and kept up to date by the source. */
   readonly checkpoint: Map<string, CheckpointEntry>;
   emit(records: LogRecord[]): Promise<void>;
+  /**
+   * The source will emit no more lines of this file (it ended, rotated away,
+   * or the drain let go of it). Set when a shaping stage holds lines back:
+   * those go out now, so the file's checkpoint can reach its end.
+   */
+  endFile?(file: FileMeta): Promise<void>;
   onProgress(): void;
 }
 

@@ -85,7 +85,7 @@ export const ENV = {
 
   // --- record shaping (all off by default) ---------------------------------------
   MULTILINE: spec({ name: 'JOBHARVEST_MULTILINE', source: 'settings', default: '', description: 'Join consecutive lines of one container stream into one record: a comma-separated list of built-in rules (python, java, go, nodejs). Empty turns joining off unless JOBHARVEST_MULTILINE_START is set.' }),
-  MULTILINE_START: spec({ name: 'JOBHARVEST_MULTILINE_START', source: 'settings', description: 'A custom start-of-event pattern (RE2 syntax, matched in linear time): a line that matches starts a new record, any other line joins the one before.' }),
+  MULTILINE_START: spec({ name: 'JOBHARVEST_MULTILINE_START', source: 'settings', description: 'A custom start-of-event pattern (RE2 syntax, matched in linear time): a line that matches starts a new record, any other line joins the one before. An invalid pattern stops the sidecar at start-up with a configuration error.' }),
   MULTILINE_MAX_LINES: spec({ name: 'JOBHARVEST_MULTILINE_MAX_LINES', source: 'settings', default: '500', description: 'A joined record ends after this many lines.' }),
   MULTILINE_MAX_BYTES: spec({ name: 'JOBHARVEST_MULTILINE_MAX_BYTES', source: 'settings', default: '262144', description: 'A joined record ends before it would exceed this many message bytes (at most JOBHARVEST_MAX_RECORD_BYTES).' }),
   MULTILINE_FLUSH_MS: spec({ name: 'JOBHARVEST_MULTILINE_FLUSH_MS', source: 'settings', default: '1000', description: 'A joined record with no new line for this long is sent as it is.' }),
@@ -93,7 +93,7 @@ export const ENV = {
   JSON_MAX_FIELDS: spec({ name: 'JOBHARVEST_JSON_MAX_FIELDS', source: 'settings', default: '64', description: 'json parsing: at most this many fields (all levels counted); a wider object stays a plain message.' }),
   JSON_MAX_DEPTH: spec({ name: 'JOBHARVEST_JSON_MAX_DEPTH', source: 'settings', default: '4', description: 'json parsing: objects nested deeper than this are kept as JSON text in their field.' }),
   MASK: spec({ name: 'JOBHARVEST_MASK', source: 'settings', default: '', description: 'Built-in masks applied before a record leaves the pod: a comma-separated list of bearer, aws-access-key, private-key, password, or `all`. Empty: off.' }),
-  MASK_PATTERNS: spec({ name: 'JOBHARVEST_MASK_PATTERNS', source: 'settings', description: "Operator masks: a JSON array of RE2 patterns; every match is replaced by JOBHARVEST_MASK_REPLACEMENT. Set from the chart only, never from a tenant's annotation." }),
+  MASK_PATTERNS: spec({ name: 'JOBHARVEST_MASK_PATTERNS', source: 'settings', description: "Operator masks: a JSON array of RE2 patterns (matched in linear time); every match, in the message and in JSON field values, is replaced by JOBHARVEST_MASK_REPLACEMENT. Set from the chart only, never from a tenant's annotation." }),
   MASK_REPLACEMENT: spec({ name: 'JOBHARVEST_MASK_REPLACEMENT', source: 'settings', default: '[MASKED]', description: 'What a masked match is replaced with.' }),
   JOB_LABELS: spec({ name: 'JOBHARVEST_JOB_LABELS', source: 'settings', description: "The Job's labels the operator chose to carry, read at admission: a JSON object of key to value. Shipped as fields (k8s.job.label.<key>), Loki structured metadata." }),
   JOB_ANNOTATIONS: spec({ name: 'JOBHARVEST_JOB_ANNOTATIONS', source: 'settings', description: "The Job's annotations the operator chose to carry, read at admission: a JSON object of key to value. Shipped as fields (k8s.job.annotation.<key>)." }),

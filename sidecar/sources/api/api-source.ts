@@ -6,7 +6,7 @@
 import type { CheckpointEntry } from '../../delivery/checkpoint.ts';
 import { log, redactUrl } from '../../log.ts';
 import type { LogSource, SourceOptions } from '../source.ts';
-import { fileKey, type LogRecord } from '../../records/record.ts';
+import { fileKey, type FileMeta, type LogRecord } from '../../records/record.ts';
 import { KubeClient, type KubeClientOptions } from './kube-client.ts';
 import { containerStatuses, latestStartedRun, runView, type ContainerStatus, type Pod, type RunView } from './pod.ts';
 import { PodWatch } from './pod-watch.ts';
@@ -126,6 +126,10 @@ export class ApiSource implements LogSource, RunHost {
 
   onProgress(): void {
     this.opts.onProgress();
+  }
+
+  endFile(file: FileMeta): Promise<void> {
+    return this.opts.endFile?.(file) ?? Promise.resolve();
   }
 
   /** SIGTERM: learn the latest statuses, then read every run that has started to its end. */

@@ -51,6 +51,8 @@ export interface RunHost {
   /** Resolves at the next pod update, or after ms. */
   podUpdate(ms: number): Promise<void>;
   emit(records: LogRecord[]): Promise<void>;
+  /** No more lines of this run will be emitted. */
+  endFile?(file: FileMeta): Promise<void>;
   onProgress(): void;
 }
 
@@ -133,7 +135,8 @@ export class RunReader implements LineHandler<LogRecord> {
     this.splitter = new LineSplitter<LogRecord>(this, cfg.maxRecordBytes + HEADER_ROOM);
     host.stats.filesOpened++;
     if (this.index > 0) log.info('resuming container log from checkpoint', { container, restart, line: this.index, since: this.lastTs });
-    this.done = this.run();
+    // A shaping stage may hold the run's last lines in an open event: they go out before the run counts as read.
+    this.done = this.run().then(() => host.endFile?.(this.meta));
   }
 
   /** The checkpoint entry: acknowledged lines and the timestamp to resume after. */

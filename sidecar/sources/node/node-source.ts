@@ -258,6 +258,8 @@ export class NodeSource implements LogSource {
     state.complete = complete;
     state.end = end;
     this.opts.stats.filesReleased++;
+    // Before onProgress: the file's last lines, if a shaping stage holds them, get their tickets first.
+    await this.opts.endFile?.(state.meta);
     if (fragments) {
       // Only the file read right before could have left one, and the run's next file takes it first.
       const run = runOf(t);
@@ -293,6 +295,7 @@ export class NodeSource implements LogSource {
     const records: LogRecord[] = [];
     carry.decoder.end(records);
     if (records.length > 0) await this.opts.emit(records);
+    await this.opts.endFile?.(carry.state.meta);
   }
 
   private advanced(): void {

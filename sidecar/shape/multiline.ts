@@ -1,0 +1,328 @@
+// Joins the lines of one event (a stack trace, a panic dump) written to one
+// container stream into one record. Each rule is a small state machine over
+// whole lines: it says whether a line starts an event and, while one is open,
+// whether the next line belongs to it.
+//
+// The built-in rules use JS RegExp only where the pattern is anchored and has
+// no nested or adjacent overlapping quantifiers, so every match is linear in
+// the line; anything fancier is plain string code. A pattern from the
+// configuration is compiled with re2js, which is linear for any pattern.
+import { RE2JS } from 're2js';
+import { ConfigError } from '../config.ts';
+import { CriRecord, type LogRecord } from '../records/record.ts';
+import type { MultilineRule, MultilineSettings } from './settings.ts';
+
+/**
+ * `join`: the line belongs to the event. `maybe`: it belongs only if a later
+ * line confirms it (a blank line inside a Go dump, or after a Python
+ * exception that may be chained). `last`: it belongs and ends the event.
+ * `end`: it does not belong; the event ends before it.
+ */
+export type Next = 'join' | 'maybe' | 'last' | 'end';
+
+export interface Rule {
+  readonly name: string;
+  /** The state an event starting with this line begins in, or -1: the line starts no event. */
+  start(line: string): number;
+  next(line: string, ev: OpenEvent): Next;
+}
+
+export class OpenEvent {
+  readonly records: LogRecord[] = [];
+  /** Lines known to belong; the ones after it are `maybe` lines. */
+  confirmed = 0;
+  /** Message bytes of the joined record so far, newlines included. */
+  bytes = 0;
+  /** When the last line came (Date.now()), for the flush timeout. */
+  lastAt = 0;
+  constructor(
+    readonly rule: Rule,
+    public state: number,
+  ) {}
+}
+
+const INDENTED = /^[ \t]/;
+
+const TRACEBACK = 'Traceback (most recent call last):';
+const PY_CHAINED = ['During handling of the above exception, another exception occurred:', 'The above exception was the direct cause of the following exception:'];
+/** Python 3.11+: an ExceptionGroup's traceback is drawn indented, its exceptions included. */
+const GROUP_TRACEBACK = '  + Exception Group Traceback (most recent call last):';
+const enum Py {
+  Frames,
+  Exception,
+  Gap,
+  Chain,
+  Group,
+}
+
+export const python: Rule = {
+  name: 'python',
+  start: (line) => (line.startsWith(TRACEBACK) ? Py.Frames : line.startsWith(GROUP_TRACEBACK) ? Py.Group : -1),
+  next(line, ev) {
+    switch (ev.state) {
+      case Py.Group:
+        if (INDENTED.test(line)) return 'join';
+        if (PY_CHAINED.includes(line)) {
+          ev.state = Py.Chain;
+          return 'join';
+        }
+        if (line !== '') return 'end';
+        ev.state = Py.Gap;
+        return 'maybe';
+      case Py.Frames:
+        if (line === '' || INDENTED.test(line)) return 'join';
+        // The first unindented line after the frames is the exception itself.
+        ev.state = Py.Exception;
+        return 'join';
+      case Py.Exception:
+        if (INDENTED.test(line)) return 'join';
+        if (PY_CHAINED.includes(line)) {
+          ev.state = Py.Chain;
+          return 'join';
+        }
+        if (line === '') {
+          ev.state = Py.Gap;
+          return 'maybe';
+        }
+        return 'end';
+      case Py.Gap:
+        if (PY_CHAINED.includes(line)) {
+          ev.state = Py.Chain;
+          return 'join';
+        }
+        return 'end';
+      default:
+        if (line === '') return 'join';
+        if (line.startsWith(TRACEBACK)) {
+          ev.state = Py.Frames;
+          return 'join';
+        }
+        if (line.startsWith(GROUP_TRACEBACK)) {
+          ev.state = Py.Group;
+          return 'join';
+        }
+        return 'end';
+    }
+  },
+};
+
+const JAVA_CONTINUATION = [/^\s+at /, /^\s*Caused by: /, /^\s+\.\.\. \d+ (?:more|common frames omitted)/, /^\s*Suppressed: /];
+
+/** `java.lang.IllegalStateException: boom`, `Exception in thread "main" java.lang...`. */
+function javaHeader(line: string): boolean {
+  if (line.startsWith('Exception in thread "')) return true;
+  const colon = line.indexOf(':');
+  const head = colon >= 0 ? line.slice(0, colon) : line;
+  if (head === '' || !head.includes('.') || /\s/.test(head)) return false;
+  return head.endsWith('Exception') || head.endsWith('Error') || head.endsWith('Throwable');
+}
+
+export const java: Rule = {
+  name: 'java',
+  start: (line) => (javaHeader(line) ? 0 : -1),
+  next: (line) => (JAVA_CONTINUATION.some((re) => re.test(line)) ? 'join' : 'end'),
+};
+
+const GOROUTINE = /^goroutine \d+ \[/;
+const enum Go {
+  Head,
+  Goroutine,
+}
+
+/** A frame's function line: `main.main()`, `net/http.(*conn).serve(0xc000...)`, `panic({0x46c3a0?, 0x4c47e8?})`. */
+function goFunction(line: string): boolean {
+  const paren = line.indexOf('(');
+  return paren > 0 && line.endsWith(')') && !/\s/.test(line.slice(0, paren));
+}
+
+export const go: Rule = {
+  name: 'go',
+  start(line) {
+    if (line.startsWith('panic: ') || line.startsWith('fatal error: ')) return Go.Head;
+    return GOROUTINE.test(line) ? Go.Goroutine : -1;
+  },
+  next(line, ev) {
+    if (line === '') return 'maybe';
+    if (GOROUTINE.test(line)) {
+      ev.state = Go.Goroutine;
+      return 'join';
+    }
+    if (INDENTED.test(line) || line.startsWith('[signal ') || line === 'runtime stack:') return 'join';
+    if (ev.state === Go.Head) return line.startsWith('panic: ') ? 'join' : 'end';
+    if (goFunction(line) || line.startsWith('created by ')) return 'join';
+    // `go run` reports the exit last.
+    return line.startsWith('exit status ') ? 'last' : 'end';
+  },
+};
+
+const NODE_HEADER = /^(?:Uncaught )?[A-Z]?[A-Za-z]*Error(?: \[[A-Z0-9_]+\])?(?::|$)/;
+const NODE_CARET = /^\s*\^+\s*$/;
+const NODE_FRAME = /^\s+at /;
+const enum Node {
+  Location,
+  Source,
+  Caret,
+  Gap,
+  Frames,
+  Tail,
+}
+
+/** The first line of Node's preamble for an uncaught error: `/app/index.js:3`, `file:///app/x.mjs:12`. */
+function nodeLocation(line: string): boolean {
+  const colon = line.lastIndexOf(':');
+  if (colon <= 0 || colon === line.length - 1 || /\s/.test(line)) return false;
+  for (let i = colon + 1; i < line.length; i++) {
+    const c = line.charCodeAt(i);
+    if (c < 48 || c > 57) return false;
+  }
+  const file = line.slice(0, colon);
+  return file.endsWith('.js') || file.endsWith('.mjs') || file.endsWith('.cjs') || file.endsWith('.ts');
+}
+
+export const nodejs: Rule = {
+  name: 'nodejs',
+  start(line) {
+    if (NODE_HEADER.test(line)) return Node.Frames;
+    return nodeLocation(line) ? Node.Location : -1;
+  },
+  next(line, ev) {
+    switch (ev.state) {
+      case Node.Location:
+        ev.state = Node.Source;
+        return 'maybe';
+      case Node.Source:
+        if (!NODE_CARET.test(line)) return 'end';
+        ev.state = Node.Caret;
+        return 'maybe';
+      case Node.Caret:
+      case Node.Gap:
+        if (line === '') {
+          ev.state = Node.Gap;
+          return 'maybe';
+        }
+        if (!NODE_HEADER.test(line)) return 'end';
+        ev.state = Node.Frames;
+        return 'join';
+      case Node.Frames:
+        if (NODE_FRAME.test(line) || INDENTED.test(line) || line === '}') return 'join';
+        if (line !== '') return 'end';
+        ev.state = Node.Tail;
+        return 'maybe';
+      default:
+        return line.startsWith('Node.js v') ? 'last' : 'end';
+    }
+  },
+};
+
+const BUILT_IN: Readonly<Record<MultilineRule, Rule>> = { python, java, go, nodejs };
+
+/** The operator's or tenant's start-of-event pattern: a matching line starts an event, any other continues the open one. */
+export function customRule(pattern: string): Rule {
+  let re: RE2JS;
+  try {
+    re = RE2JS.compile(pattern);
+  } catch (err) {
+    throw new ConfigError([`JOBHARVEST_MULTILINE_START is not a valid RE2 pattern: ${(err as Error).message}`]);
+  }
+  return {
+    name: 'custom',
+    start: (line) => (re.test(line) ? 0 : -1),
+    next: (line) => (re.test(line) ? 'end' : 'join'),
+  };
+}
+
+/** Where a stream's open event lives between lines. */
+export interface Slot {
+  ev: OpenEvent | undefined;
+}
+
+/** A parsed line's message bytes are known without decoding it again (its `message` is a getter that decodes each time). */
+const byteLength = (r: LogRecord, line: string): number => (r instanceof CriRecord ? r.msgEnd - r.msgAt : Buffer.byteLength(line));
+
+/**
+ * Joins lines per slot (the shaper keeps one per file and stream). Output
+ * goes to `out` as groups of lines, in the order they must be shipped.
+ */
+export class Joiner {
+  readonly rules: readonly Rule[];
+  readonly maxLines: number;
+  readonly maxBytes: number;
+  readonly flushMs: number;
+
+  constructor(s: MultilineSettings, now: () => number = Date.now) {
+    this.rules = [...(s.start !== undefined ? [customRule(s.start)] : []), ...s.rules.map((n) => BUILT_IN[n])];
+    this.maxLines = s.maxLines;
+    this.maxBytes = s.maxBytes;
+    this.flushMs = s.flushMs;
+    this.now = now;
+  }
+
+  private readonly now: () => number;
+
+  feed(slot: Slot, r: LogRecord, out: LogRecord[][], line: string = r.message): void {
+    const ev = slot.ev;
+    if (!ev) {
+      this.startOrSingle(slot, r, out, line);
+      return;
+    }
+    const d = ev.rule.next(line, ev);
+    if (d === 'end') {
+      this.close(slot, out);
+      this.feed(slot, r, out, line);
+      return;
+    }
+    const bytes = byteLength(r, line);
+    if (ev.records.length >= this.maxLines || ev.bytes + 1 + bytes > this.maxBytes) {
+      // At a bound: what is there goes as one record, and the event goes on in the next under the same rule and state.
+      ev.confirmed = ev.records.length;
+      this.close(slot, out);
+      const next = new OpenEvent(ev.rule, ev.state);
+      this.add(next, r, bytes);
+      next.confirmed = 1;
+      slot.ev = next;
+      if (d === 'last') this.close(slot, out);
+      return;
+    }
+    this.add(ev, r, bytes);
+    if (d !== 'maybe') ev.confirmed = ev.records.length;
+    if (d === 'last') this.close(slot, out);
+  }
+
+  /** Ends the slot's open event, and any its held-back `maybe` lines open in turn. */
+  end(slot: Slot, out: LogRecord[][]): void {
+    while (slot.ev) this.close(slot, out);
+  }
+
+  /** Open for flushMs with no new line. */
+  expired(slot: Slot, now = this.now()): boolean {
+    return slot.ev !== undefined && now - slot.ev.lastAt >= this.flushMs;
+  }
+
+  private startOrSingle(slot: Slot, r: LogRecord, out: LogRecord[][], line: string): void {
+    for (const rule of this.rules) {
+      const state = rule.start(line);
+      if (state < 0) continue;
+      const ev = new OpenEvent(rule, state);
+      this.add(ev, r, byteLength(r, line));
+      ev.confirmed = 1;
+      slot.ev = ev;
+      return;
+    }
+    out.push([r]);
+  }
+
+  private add(ev: OpenEvent, r: LogRecord, bytes: number): void {
+    ev.bytes += (ev.records.length > 0 ? 1 : 0) + bytes;
+    ev.records.push(r);
+    ev.lastAt = this.now();
+  }
+
+  /** Ships the confirmed lines as one event; the `maybe` lines after them are taken again from the start. */
+  private close(slot: Slot, out: LogRecord[][]): void {
+    const ev = slot.ev!;
+    slot.ev = undefined;
+    const n = Math.max(1, ev.confirmed);
+    out.push(ev.records.slice(0, n));
+    for (let i = n; i < ev.records.length; i++) this.feed(slot, ev.records[i]!, out);
+  }
+}

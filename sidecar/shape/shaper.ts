@@ -1,0 +1,228 @@
+// The shaping stage, between a source's emit and the batcher: joins
+// multiline events, parses JSON lines into fields and masks secrets. Built
+// only when some shaping option is on, and loaded with import() so that a
+// default sidecar never parses any of it.
+//
+// Lossless: a line held in an open event is not acknowledged, so no record
+// may let its file's checkpoint move past that line. Joining is per file and
+// stream; a line of the other stream of the same file (or a joined event of
+// it) goes out while an event is open with its `safe` capped at the open
+// event's first offset, rather than ending the open event at every change of
+// stream: a Python traceback on stderr is routinely interleaved with progress
+// lines on stdout, and ending it there would cut it into pieces. What was
+// capped is owed, and the next record of the file that may carry it does
+// (`FileShape.owed`), so a file's checkpoint still reaches its end.
+import { ConfigError } from '../config.ts';
+import type { Stats } from '../stats.ts';
+import type { FileMeta, LogRecord, Stream } from '../records/record.ts';
+import { ShapedRecord } from '../records/shaped.ts';
+import { parseJsonFields } from './json.ts';
+import { Masker, type MaskState } from './mask.ts';
+import { Joiner, type Slot } from './multiline.ts';
+import type { JsonSettings, ShapingSettings } from './settings.ts';
+
+interface FileShape {
+  /** One slot per stream. */
+  readonly slots: Record<Stream, Slot>;
+  /** The highest `safe` a record of the file was given less than: the checkpoint may go there once nothing before it is held. */
+  owed: number;
+  /** Per stream: where a private key begun in an earlier record stands. */
+  readonly masks: Record<Stream, MaskState>;
+}
+
+export type Emit = (records: LogRecord[]) => Promise<void>;
+
+/** Compiles the RE2 patterns the way building the stage would; the problems, or none. */
+export function shapingProblems(settings: ShapingSettings): string[] {
+  try {
+    if (settings.multiline) new Joiner(settings.multiline);
+    if (settings.mask) new Masker(settings.mask);
+    return [];
+  } catch (err) {
+    return err instanceof ConfigError ? [...err.problems] : [(err as Error).message];
+  }
+}
+
+export class Shaper {
+  private readonly joiner: Joiner | undefined;
+  private readonly masker: Masker | undefined;
+  private readonly json: JsonSettings | undefined;
+  private readonly files = new Map<FileMeta, FileShape>();
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    settings: ShapingSettings,
+    private readonly stats: Stats,
+    private readonly out: Emit,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.joiner = settings.multiline ? new Joiner(settings.multiline, now) : undefined;
+    this.masker = settings.mask ? new Masker(settings.mask) : undefined;
+    this.json = settings.json;
+  }
+
+  /** The source's emit: lines in, shaped records out. */
+  readonly push = async (records: LogRecord[]): Promise<void> => {
+    this.stats.linesRead += records.length;
+    const out: LogRecord[] = [];
+    const groups: LogRecord[][] = [];
+    for (const r of records) {
+      if (!this.joiner) {
+        out.push(this.shape([r]));
+        continue;
+      }
+      this.joiner.feed(this.fileOf(r.file).slots[r.stream], r, groups);
+      for (const g of groups) out.push(this.shape(g));
+      groups.length = 0;
+    }
+    if (this.joiner && !this.timer && this.anyOpen()) this.arm();
+    if (out.length > 0) await this.out(this.settle(out));
+  };
+
+  /**
+   * The source is done with a file (it ended, rotated away, or the drain let
+   * go of it): its open events go out, so its checkpoint can reach its end.
+   */
+  async endFile(file: FileMeta): Promise<void> {
+    const f = this.files.get(file);
+    if (!f) return;
+    const out = this.endAll(f);
+    const settled = this.settle(out);
+    this.files.delete(file);
+    if (out.length > 0) await this.out(settled);
+  }
+
+  /** The drain: every open event goes out as it is. */
+  async flush(): Promise<void> {
+    const out: LogRecord[] = [];
+    for (const f of this.files.values()) out.push(...this.endAll(f));
+    const settled = this.settle(out);
+    this.files.clear();
+    this.stop();
+    if (out.length > 0) await this.out(settled);
+  }
+
+  stop(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  private fileOf(file: FileMeta): FileShape {
+    let f = this.files.get(file);
+    if (!f) {
+      f = { slots: { stdout: { ev: undefined }, stderr: { ev: undefined }, unknown: { ev: undefined } }, owed: 0, masks: { stdout: { pemLines: 0 }, stderr: { pemLines: 0 }, unknown: { pemLines: 0 } } };
+      this.files.set(file, f);
+    }
+    return f;
+  }
+
+  private endAll(f: FileShape): LogRecord[] {
+    const groups: LogRecord[][] = [];
+    for (const slot of Object.values(f.slots)) this.joiner?.end(slot, groups);
+    return groups.map((g) => this.shape(g));
+  }
+
+  private anyOpen(): boolean {
+    for (const f of this.files.values()) for (const s of Object.values(f.slots)) if (s.ev) return true;
+    return false;
+  }
+
+  /** One timer for all open events, set for the earliest to expire; fires as each is due. */
+  private arm(): void {
+    const j = this.joiner!;
+    let due = Infinity;
+    for (const f of this.files.values()) for (const s of Object.values(f.slots)) if (s.ev) due = Math.min(due, s.ev.lastAt + j.flushMs);
+    if (due === Infinity) return;
+    this.timer = setTimeout(this.expire, Math.max(0, due - this.now()));
+    this.timer.unref?.();
+  }
+
+  private readonly expire = (): void => {
+    this.timer = undefined;
+    const j = this.joiner!;
+    const now = this.now();
+    const out: LogRecord[] = [];
+    for (const f of this.files.values()) {
+      const groups: LogRecord[][] = [];
+      for (const slot of Object.values(f.slots)) if (j.expired(slot, now)) j.end(slot, groups);
+      for (const g of groups) out.push(this.shape(g));
+    }
+    if (this.anyOpen()) this.arm();
+    // Backpressure cannot be honoured from a timer; the next read waits for it.
+    if (out.length > 0) void this.out(this.settle(out));
+  };
+
+  /** The lowest first offset of the file's open events: no record of the file may let its checkpoint pass it. */
+  private openCap(file: FileMeta): number {
+    let cap = Infinity;
+    const f = this.files.get(file);
+    if (f) for (const s of Object.values(f.slots)) if (s.ev && s.ev.records[0]!.offset < cap) cap = s.ev.records[0]!.offset;
+    return cap;
+  }
+
+  /**
+   * Sets each record's `safe` just before the records go on: no higher than
+   * the first offset of a line still held (open events) or going out after it
+   * (a record later in `out`, of the other stream), and raised to what is
+   * owed from records capped before. Tickets settle in order, so reaching a
+   * position needs every record handed on before it acknowledged.
+   */
+  private settle(out: LogRecord[]): LogRecord[] {
+    if (!this.joiner) return out;
+    const limit = new Array<number>(out.length);
+    const later = new Map<FileMeta, number>();
+    for (let i = out.length - 1; i >= 0; i--) {
+      const r = out[i]!;
+      const cap = later.get(r.file) ?? this.openCap(r.file);
+      limit[i] = cap;
+      if (r.offset < cap) later.set(r.file, r.offset);
+    }
+    for (let i = 0; i < out.length; i++) {
+      const r = out[i]!;
+      const f = this.fileOf(r.file);
+      const safe = Math.min(Math.max(r.safe, f.owed), limit[i]!);
+      if (r.safe > safe && r.safe > f.owed) f.owed = r.safe;
+      if (safe === r.safe) continue;
+      out[i] = r instanceof ShapedRecord ? r.withSafe(safe) : new ShapedRecord(r.file, r.offset, r.ts, r.stream, r.message, r.size, safe, r.flags, r.lines, r.fields);
+    }
+    return out;
+  }
+
+  /** The record for a group of lines; its `safe` is the last line's until settle() looks at it. */
+  private shape(lines: LogRecord[]): LogRecord {
+    const first = lines[0]!;
+    const safe = lines[lines.length - 1]!.safe;
+    let message: string;
+    let size = first.size;
+    let flags = first.flags;
+    if (lines.length === 1) {
+      if (!this.masker && !this.json) return first;
+      message = first.message;
+    } else {
+      const parts: string[] = [];
+      for (const l of lines) {
+        parts.push(l.message);
+        if (l !== first) {
+          size += l.size;
+          flags |= l.flags;
+        }
+      }
+      message = parts.join('\n');
+      this.stats.multilineRecords++;
+    }
+    const maskedBefore = this.masker?.matches ?? 0;
+    if (this.masker) message = this.masker.pem ? this.masker.textIn(message, this.fileOf(first.file).masks[first.stream]) : this.masker.text(message);
+    let fields;
+    if (this.json) {
+      const parsed = parseJsonFields(message, this.json);
+      if (typeof parsed === 'object') {
+        fields = this.masker ? this.masker.fields(parsed.fields) : parsed.fields;
+        this.stats.jsonRecords++;
+      } else if (parsed === 'too-wide') this.stats.jsonTooWide++;
+    }
+    if (this.masker) this.stats.masked += this.masker.matches - maskedBefore;
+    // Nothing changed: the line goes on as the source made it (a CriRecord keeps its bytes for the encoders).
+    if (lines.length === 1 && fields === undefined && message === first.message) return first;
+    return new ShapedRecord(first.file, first.offset, first.ts, first.stream, message, size, safe, flags, lines.length > 1 ? lines.length : undefined, fields);
+  }
+}
