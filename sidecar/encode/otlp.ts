@@ -158,6 +158,133 @@ function keyValueList(fields: Fields): Buffer {
   return list.done();
 }
 
+const ORIGINAL_KEY = S.original;
+const LINES_KEY = S.lines;
+
+/**
+ * UTF-8 length of a field's string. Keys and most values are short ASCII:
+ * a loop over them costs less than a call into the encoder, which runs once
+ * per string of every JSON line; a negative answer means "not short ASCII".
+ */
+function shortAsciiLength(v: string): number {
+  const n = v.length;
+  if (n > 48) return -1;
+  for (let i = 0; i < n; i++) if (v.charCodeAt(i) > 0x7f) return -1;
+  return n;
+}
+
+function utf8Length(v: string): number {
+  const n = shortAsciiLength(v);
+  return n >= 0 ? n : Buffer.byteLength(v, 'utf8');
+}
+
+/** Writes a string measured with utf8Length(). */
+function writeText(body: BodyBuilder, v: string, n: number): void {
+  if (n === v.length && n <= 48) body.ascii(v);
+  else body.utf8(v, n);
+}
+
+/**
+ * The length of a field value's AnyValue, pushing onto `out`, in the order
+ * writeValue() reads them, every length it will need: a string's UTF-8
+ * length; a list's length, then per element its AnyValue's; a map's length,
+ * then per entry its KeyValue's, its key's and its value's.
+ */
+function measure(v: FieldValue, out: number[]): number {
+  if (v === null) return 0;
+  if (typeof v === 'string') {
+    const n = utf8Length(v);
+    out.push(n);
+    return 1 + varintSize(n) + n;
+  }
+  if (typeof v === 'boolean') return 2;
+  if (typeof v === 'number') return Number.isSafeInteger(v) ? (v >= 0 ? 1 + varintSize(v) : 11) : 9;
+  const at = out.length;
+  out.push(0);
+  let list = 0;
+  if (Array.isArray(v)) {
+    for (const x of v as readonly FieldValue[]) {
+      const slot = out.length;
+      out.push(0);
+      const a = measure(x, out);
+      out[slot] = a;
+      list += 1 + varintSize(a) + a;
+    }
+  } else {
+    const o = v as Fields;
+    for (const k of Object.keys(o)) {
+      const slot = out.length;
+      out.push(0, 0, 0);
+      const kn = utf8Length(k);
+      const a = measure(o[k]!, out);
+      const kv = 1 + varintSize(kn) + kn + 1 + varintSize(a) + a;
+      out[slot] = kv;
+      out[slot + 1] = kn;
+      out[slot + 2] = a;
+      list += 1 + varintSize(kv) + kv;
+    }
+  }
+  out[at] = list;
+  return 1 + varintSize(list) + list;
+}
+
+/** Writes the AnyValue content of `v` with the lengths measure() pushed, from `c.at` on. */
+function writeValue(body: BodyBuilder, v: FieldValue, sizes: readonly number[], c: { at: number }): void {
+  if (v === null) return;
+  if (typeof v === 'string') {
+    const n = sizes[c.at++]!;
+    body.byte(T_STRING);
+    body.varint(n);
+    writeText(body, v, n);
+    return;
+  }
+  if (typeof v === 'boolean') {
+    body.byte(T_BOOL);
+    body.byte(v ? 1 : 0);
+    return;
+  }
+  if (typeof v === 'number') {
+    if (Number.isSafeInteger(v)) {
+      body.byte(T_INT);
+      if (v >= 0) body.varint(v);
+      else body.bytes(new Bytes().varint64(BigInt(v)).done());
+    } else {
+      const d = Buffer.alloc(9);
+      d[0] = T_DOUBLE;
+      d.writeDoubleLE(v, 1);
+      body.bytes(d);
+    }
+    return;
+  }
+  const list = sizes[c.at++]!;
+  if (Array.isArray(v)) {
+    body.byte(T_ARRAY);
+    body.varint(list);
+    for (const x of v as readonly FieldValue[]) {
+      body.byte(T_VALUES);
+      body.varint(sizes[c.at++]!);
+      writeValue(body, x, sizes, c);
+    }
+    return;
+  }
+  const o = v as Fields;
+  body.byte(T_KVLIST);
+  body.varint(list);
+  for (const k of Object.keys(o)) {
+    const kv = sizes[c.at++]!;
+    const kn = sizes[c.at++]!;
+    const a = sizes[c.at++]!;
+    body.byte(T_VALUES);
+    body.varint(kv);
+    body.byte(T_KEY);
+    body.varint(kn);
+    writeText(body, k, kn);
+    body.byte(T_VALUE);
+    body.varint(a);
+    writeValue(body, o[k]!, sizes, c);
+  }
+}
+
 const SEVERITY_NUMBERS: Record<string, number> = {
   trace: 1,
   debug: 5,
@@ -243,6 +370,8 @@ export class OtlpEncoder {
   /** A 32-bit view of the chunk the last message was scanned in (records of one chunk come in a row). */
   private viewOf: Buffer | undefined;
   private view: DataView | undefined;
+  /** Scratch for shapedRecord's lengths, reused from record to record. */
+  private readonly sizes: number[] = [];
 
   constructor(
     private readonly identity: Identity,
@@ -364,20 +493,93 @@ export class OtlpEncoder {
   private shapedRecord(body: BodyBuilder, r: LogRecord, obsLo: number, obsHi: number, observed: EpochTime): void {
     const t = parseTimestamp(r.ts) ?? observed;
     this.time(t.sec, t.nanos);
-    const m = new Bytes().byte(T_TIME).fixed64(this.lo, this.hi);
+    const p = this.lastParts!;
     const fields = r.fields;
     const severity = fields !== undefined ? severityOf(fields) : undefined;
-    if (severity) m.byte(T_SEVERITY_NUMBER).varint(severity.number).string(T_SEVERITY_TEXT, severity.text);
-    m.field(T_BODY, fields !== undefined ? new Bytes().field(T_KVLIST, keyValueList(fields)).done() : anyValue(r.message));
-    m.raw(attribute(UID_KEY, r.file.idPrefix + r.offset));
-    m.raw(STREAM_ATTRIBUTE[r.stream]).raw(FLAG_ATTRIBUTES[r.flags & 7]!);
-    if (fields !== undefined) m.raw(attribute(S.original, r.message));
-    if (r.lines !== undefined && r.lines > 1) m.raw(attribute(S.lines, r.lines));
-    m.byte(T_OBSERVED).fixed64(obsLo, obsHi);
-    const content = m.done();
+    const message = r.message;
+    const n = Buffer.byteLength(message, 'utf8');
+    // Every length first (the body's tree into `sizes`), then the bytes straight into the body: no message of its own per record or field.
+    const sizes = this.sizes;
+    sizes.length = 0;
+    const anyLen = fields !== undefined ? measure(fields, sizes) : 1 + varintSize(n) + n;
+    const sevLen = severity ? 1 + varintSize(severity.number) + 1 + varintSize(Buffer.byteLength(severity.text, 'utf8')) + Buffer.byteLength(severity.text, 'utf8') : 0;
+    const digits = decimalDigits(r.offset);
+    const uidLen = p.idPrefix.length + digits;
+    const uidAny = 1 + varintSize(uidLen) + uidLen;
+    const uidKv = 1 + 1 + UID_KEY.length + 1 + varintSize(uidAny) + uidAny;
+    const stream = STREAM_ATTRIBUTE[r.stream];
+    const flags = FLAG_ATTRIBUTES[r.flags & 7]!;
+    const origAny = 1 + varintSize(n) + n;
+    const origKv = fields !== undefined ? 1 + 1 + ORIGINAL_KEY.length + 1 + varintSize(origAny) + origAny : 0;
+    const linesAny = r.lines !== undefined && r.lines > 1 ? 1 + varintSize(r.lines) : 0;
+    const linesKv = linesAny > 0 ? 1 + 1 + LINES_KEY.length + 1 + varintSize(linesAny) + linesAny : 0;
+    const len =
+      9 +
+      sevLen +
+      1 + varintSize(anyLen) + anyLen +
+      1 + varintSize(uidKv) + uidKv +
+      stream.length + flags.length +
+      (origKv > 0 ? 1 + varintSize(origKv) + origKv : 0) +
+      (linesKv > 0 ? 1 + varintSize(linesKv) + linesKv : 0) +
+      9;
     body.byte(T_LOG_RECORD);
-    body.varint(content.length);
-    body.bytes(content);
+    body.varint(len);
+    body.byte(T_TIME);
+    body.fixed64(this.lo, this.hi);
+    if (severity) {
+      body.byte(T_SEVERITY_NUMBER);
+      body.varint(severity.number);
+      const sn = Buffer.byteLength(severity.text, 'utf8');
+      body.byte(T_SEVERITY_TEXT);
+      body.varint(sn);
+      body.utf8(severity.text, sn);
+    }
+    body.byte(T_BODY);
+    body.varint(anyLen);
+    if (fields !== undefined) writeValue(body, fields, sizes, { at: 0 });
+    else {
+      body.byte(T_STRING);
+      body.varint(n);
+      body.utf8(message, n);
+    }
+    body.byte(T_ATTRIBUTE);
+    body.varint(uidKv);
+    body.byte(T_KEY);
+    body.byte(UID_KEY.length);
+    body.ascii(UID_KEY);
+    body.byte(T_VALUE);
+    body.varint(uidAny);
+    body.byte(T_STRING);
+    body.varint(uidLen);
+    body.bytes(p.idPrefix);
+    body.uint(r.offset);
+    if (stream.length) body.bytes(stream);
+    if (flags.length) body.bytes(flags);
+    if (origKv > 0) {
+      body.byte(T_ATTRIBUTE);
+      body.varint(origKv);
+      body.byte(T_KEY);
+      body.byte(ORIGINAL_KEY.length);
+      body.ascii(ORIGINAL_KEY);
+      body.byte(T_VALUE);
+      body.varint(origAny);
+      body.byte(T_STRING);
+      body.varint(n);
+      body.utf8(message, n);
+    }
+    if (linesKv > 0) {
+      body.byte(T_ATTRIBUTE);
+      body.varint(linesKv);
+      body.byte(T_KEY);
+      body.byte(LINES_KEY.length);
+      body.ascii(LINES_KEY);
+      body.byte(T_VALUE);
+      body.varint(linesAny);
+      body.byte(T_INT);
+      body.varint(r.lines!);
+    }
+    body.byte(T_OBSERVED);
+    body.fixed64(obsLo, obsHi);
   }
 
   /** ASCII four bytes at a time (the usual log line); anything else goes to the native UTF-8 check. */

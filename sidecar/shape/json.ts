@@ -20,22 +20,46 @@ export function parseJsonFields(message: string, s: JsonSettings): JsonResult {
   }
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return 'plain';
   // Every key and array element at every level counts, also under values kept as text: the bound is on what the line holds.
-  if (countNodes(value, s.maxFields) > s.maxFields) return 'too-wide';
-  return { fields: bound(value as Record<string, unknown>, 1, s.maxDepth) as Fields };
+  const shape = measureTree(value, s.maxFields, s.maxDepth);
+  if (shape === 'too-wide') return 'too-wide';
+  // Within the depth bound the parsed object is the fields as it is: JSON.parse
+  // makes own data properties only, so a "__proto__" key is a field, never a prototype.
+  return { fields: (shape === 'deep' ? bound(value as Record<string, unknown>, 1, s.maxDepth) : value) as Fields };
 }
 
-function countNodes(v: unknown, limit: number): number {
+/**
+ * Counts every key and array element at every level (also under values that
+ * will be kept as text: the bound is on what the line holds) and says whether
+ * any container sits deeper than maxDepth. No arrays are made: this runs for
+ * every JSON line.
+ */
+function measureTree(root: object, limit: number, maxDepth: number): 'too-wide' | 'deep' | 'ok' {
   let n = 0;
-  const stack: unknown[] = [v];
-  while (stack.length > 0) {
-    const x = stack.pop();
-    if (x === null || typeof x !== 'object') continue;
-    const children = Array.isArray(x) ? x : Object.values(x);
-    n += children.length;
-    if (n > limit) return n;
-    for (const c of children) stack.push(c);
-  }
-  return n;
+  let deep = false;
+  const visit = (x: object, depth: number): boolean => {
+    if (Array.isArray(x)) {
+      n += x.length;
+      if (n > limit) return false;
+      for (const c of x as unknown[]) {
+        if (c !== null && typeof c === 'object') {
+          if (depth + 1 > maxDepth) deep = true;
+          if (!visit(c, depth + 1)) return false;
+        }
+      }
+      return true;
+    }
+    for (const k in x) {
+      if (++n > limit) return false;
+      const c = (x as Record<string, unknown>)[k];
+      if (c !== null && typeof c === 'object') {
+        if (depth + 1 > maxDepth) deep = true;
+        if (!visit(c, depth + 1)) return false;
+      }
+    }
+    return true;
+  };
+  if (!visit(root, 1)) return 'too-wide';
+  return deep ? 'deep' : 'ok';
 }
 
 /** Values at `depth` (the object's own fields are at 1); containers whose children would be deeper than maxDepth stay JSON text. */

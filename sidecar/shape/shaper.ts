@@ -15,7 +15,7 @@
 import { ConfigError } from '../config.ts';
 import type { Stats } from '../stats.ts';
 import type { FileMeta, LogRecord, Stream } from '../records/record.ts';
-import { ShapedRecord } from '../records/shaped.ts';
+import { ShapedRecord, type FieldsOf } from '../records/shaped.ts';
 import { parseJsonFields } from './json.ts';
 import { Masker, type MaskState } from './mask.ts';
 import { Joiner, type Slot } from './multiline.ts';
@@ -48,6 +48,7 @@ export class Shaper {
   private readonly masker: Masker | undefined;
   private readonly json: JsonSettings | undefined;
   private readonly files = new Map<FileMeta, FileShape>();
+  private readonly fieldsOf: FieldsOf;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -59,6 +60,14 @@ export class Shaper {
     this.joiner = settings.multiline ? new Joiner(settings.multiline, now) : undefined;
     this.masker = settings.mask ? new Masker(settings.mask) : undefined;
     this.json = settings.json;
+    const json = settings.json;
+    const quiet = settings.mask ? new Masker(settings.mask) : undefined;
+    // The same parse and masks as shape(), on a masker of its own so that nothing is counted twice.
+    this.fieldsOf = (message) => {
+      const parsed = json ? parseJsonFields(message, json) : 'plain';
+      if (typeof parsed !== 'object') return undefined;
+      return quiet ? quiet.fields(parsed.fields) : parsed.fields;
+    };
   }
 
   /** The source's emit: lines in, shaped records out. */
@@ -183,7 +192,8 @@ export class Shaper {
       const safe = Math.min(Math.max(r.safe, f.owed), limit[i]!);
       if (r.safe > safe && r.safe > f.owed) f.owed = r.safe;
       if (safe === r.safe) continue;
-      out[i] = r instanceof ShapedRecord ? r.withSafe(safe) : new ShapedRecord(r.file, r.offset, r.ts, r.stream, r.message, r.size, safe, r.flags, r.lines, r.fields);
+      // Only the source's own records are not ShapedRecords, and they carry no fields.
+      out[i] = r instanceof ShapedRecord ? r.withSafe(safe) : new ShapedRecord(r.file, r.offset, r.ts, r.stream, r.message, r.size, safe, r.flags, r.lines);
     }
     return out;
   }
@@ -212,17 +222,19 @@ export class Shaper {
     }
     const maskedBefore = this.masker?.matches ?? 0;
     if (this.masker) message = this.masker.pem ? this.masker.textIn(message, this.fileOf(first.file).masks[first.stream]) : this.masker.text(message);
-    let fields;
+    let fieldsOf: FieldsOf | undefined;
     if (this.json) {
       const parsed = parseJsonFields(message, this.json);
       if (typeof parsed === 'object') {
-        fields = this.masker ? this.masker.fields(parsed.fields) : parsed.fields;
+        // Parsed here to decide and to count what the masks replace; kept as a way to parse again (see ShapedRecord).
+        if (this.masker) this.masker.fields(parsed.fields);
+        fieldsOf = this.fieldsOf;
         this.stats.jsonRecords++;
       } else if (parsed === 'too-wide') this.stats.jsonTooWide++;
     }
     if (this.masker) this.stats.masked += this.masker.matches - maskedBefore;
     // Nothing changed: the line goes on as the source made it (a CriRecord keeps its bytes for the encoders).
-    if (lines.length === 1 && fields === undefined && message === first.message) return first;
-    return new ShapedRecord(first.file, first.offset, first.ts, first.stream, message, size, safe, flags, lines.length > 1 ? lines.length : undefined, fields);
+    if (lines.length === 1 && fieldsOf === undefined && message === first.message) return first;
+    return new ShapedRecord(first.file, first.offset, first.ts, first.stream, message, size, safe, flags, lines.length > 1 ? lines.length : undefined, fieldsOf);
   }
 }

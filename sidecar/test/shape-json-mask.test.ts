@@ -44,6 +44,18 @@ describe('json fields', () => {
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
   });
 
+  it('masking a "__proto__" field replaces the field and leaves the prototype alone; unchanged values are not copied', () => {
+    const m = new Masker({ rules: shaping({ MASK: 'password' }).mask!.rules, patterns: [], replacement: '[MASKED]' });
+    const r = parseJsonFields('{"__proto__":{"cmd":"login password=hunter2"},"ok":{"n":1}}', BOUNDS);
+    if (typeof r !== 'object') throw new Error('not parsed');
+    const masked = m.fields(r.fields);
+    expect(Object.getPrototypeOf(masked)).toBe(Object.prototype);
+    expect(Object.keys(masked)).toEqual(['__proto__', 'ok']);
+    expect(Object.getOwnPropertyDescriptor(masked, '__proto__')?.value).toEqual({ cmd: 'login password=[MASKED]' });
+    expect(masked.ok).toBe(r.fields.ok);
+    expect(m.fields(masked)).toBe(masked);
+  });
+
   it('a multiline JSON document joined by a custom pattern is parsed whole', async () => {
     const h = harness(shaping({ PARSE: 'json', MULTILINE_START: '^\\{' }));
     await h.shaper.push(new Lines().make(['{', '  "a": 1,', '  "b": [2]', '}', '{"c":3}']));
