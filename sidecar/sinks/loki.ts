@@ -141,7 +141,12 @@ export function encodeLokiPush(identity: Identity, records: readonly LogRecord[]
 export function createSink(ctx: SinkContext): Sink {
   const url = withPath(ctx.config.endpoint!, LOKI_PUSH_PATH);
   const client = ctx.http();
-  const headers: Record<string, string> = ctx.config.lokiTenant ? { 'x-scope-orgid': ctx.config.lokiTenant } : {};
+  // VictoriaLogs' Loki endpoint turns a JSON line into fields of its own and
+  // drops it as the message (its _msg then reads "missing _msg field"), and a
+  // tenant's "id" would replace jobharvest's: the line is sent to be kept as
+  // written. Loki ignores the header. Fields are jobharvest's to give
+  // (structured metadata, JOBHARVEST_PARSE=json).
+  const headers: Record<string, string> = { 'vl-loki-disable-message-parsing': 'true', ...(ctx.config.lokiTenant ? { 'x-scope-orgid': ctx.config.lokiTenant } : {}) };
   const options: LokiOptions = { streamLabels: ctx.config.lokiStreamLabels ?? [], maxMetadata: ctx.config.lokiMaxMetadata ?? DEFAULT_MAX_METADATA };
   const streamLabels = (options.streamLabels ?? []).filter((k) => ctx.config.identity.labels?.[k] !== undefined);
   if (streamLabels.length > 0) {
