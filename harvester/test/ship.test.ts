@@ -5,7 +5,7 @@ import { readFile } from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { encodeTermination, decodeTermination } from '../../src/contract/termination.ts';
 import { FakeKube, type LogLine } from '../../sidecar/test/fake-kube.ts';
-import { NdjsonReceiver } from '../../sidecar/test/ndjson-receiver.ts';
+import { NdjsonReceiver } from '../../test/support/ndjson-receiver.ts';
 import { parseDestinations } from '../destinations.ts';
 import { checkpointOf, DEFAULT_LIMITS, podShaping, shipConfig, shipPod, type ShipRequest } from '../ship.ts';
 

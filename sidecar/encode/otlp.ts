@@ -161,6 +161,21 @@ function keyValueList(fields: Fields): Buffer {
 const ORIGINAL_KEY = S.original;
 const LINES_KEY = S.lines;
 
+/** The log.record.uid attribute, its lengths computed by the caller (they are part of the record's). */
+function writeUid(body: BodyBuilder, idPrefix: Buffer, offset: number, kv: number, any: number, len: number): void {
+  body.byte(T_ATTRIBUTE);
+  body.varint(kv);
+  body.byte(T_KEY);
+  body.byte(UID_KEY.length);
+  body.ascii(UID_KEY);
+  body.byte(T_VALUE);
+  body.varint(any);
+  body.byte(T_STRING);
+  body.varint(len);
+  body.bytes(idPrefix);
+  body.uint(offset);
+}
+
 /**
  * UTF-8 length of a field's string. Keys and most values are short ASCII:
  * a loop over them costs less than a call into the encoder, which runs once
@@ -467,17 +482,7 @@ export class OtlpEncoder {
     body.varint(n);
     if (src) body.slice(src, s, e);
     else body.utf8(text, n);
-    body.byte(T_ATTRIBUTE);
-    body.varint(uidKv);
-    body.byte(T_KEY);
-    body.byte(UID_KEY.length);
-    body.ascii(UID_KEY);
-    body.byte(T_VALUE);
-    body.varint(uidAny);
-    body.byte(T_STRING);
-    body.varint(uidLen);
-    body.bytes(p.idPrefix);
-    body.uint(r.offset);
+    writeUid(body, p.idPrefix, r.offset, uidKv, uidAny, uidLen);
     if (stream.length) body.bytes(stream);
     if (flags.length) body.bytes(flags);
     body.byte(T_OBSERVED);
@@ -542,17 +547,7 @@ export class OtlpEncoder {
       body.varint(n);
       body.utf8(message, n);
     }
-    body.byte(T_ATTRIBUTE);
-    body.varint(uidKv);
-    body.byte(T_KEY);
-    body.byte(UID_KEY.length);
-    body.ascii(UID_KEY);
-    body.byte(T_VALUE);
-    body.varint(uidAny);
-    body.byte(T_STRING);
-    body.varint(uidLen);
-    body.bytes(p.idPrefix);
-    body.uint(r.offset);
+    writeUid(body, p.idPrefix, r.offset, uidKv, uidAny, uidLen);
     if (stream.length) body.bytes(stream);
     if (flags.length) body.bytes(flags);
     if (origKv > 0) {

@@ -14,7 +14,7 @@ import { log } from '../log.ts';
 import { Pipeline } from '../pipeline.ts';
 import { decodeTermination } from '../termination.ts';
 import { FakeKube, type LogLine } from './fake-kube.ts';
-import { NdjsonReceiver, type Doc } from './ndjson-receiver.ts';
+import { NdjsonReceiver, type Doc } from '../../test/support/ndjson-receiver.ts';
 import { testConfig, tmpDir, waitUntil } from './helpers.ts';
 
 const cleanups: Array<() => Promise<void>> = [];

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Pipeline } from '../pipeline.ts';
 import { cri, testConfig, tmpDir } from './helpers.ts';
-import { NdjsonReceiver } from './ndjson-receiver.ts';
+import { NdjsonReceiver } from '../../test/support/ndjson-receiver.ts';
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {

@@ -8,7 +8,7 @@ import { UNSENT_REASON } from '../delivery/delivery.ts';
 import type { Config } from '../config.ts';
 import { Pipeline } from '../pipeline.ts';
 import { cri, testConfig, tmpDir, waitUntil } from './helpers.ts';
-import { NdjsonReceiver, type Doc } from './ndjson-receiver.ts';
+import { NdjsonReceiver, type Doc } from '../../test/support/ndjson-receiver.ts';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {

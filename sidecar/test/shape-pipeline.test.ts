@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { CHECKPOINT_FILE } from '../delivery/checkpoint.ts';
 import { Pipeline } from '../pipeline.ts';
 import { cri, testConfig, tmpDir, waitUntil } from './helpers.ts';
-import { NdjsonReceiver } from './ndjson-receiver.ts';
+import { NdjsonReceiver } from '../../test/support/ndjson-receiver.ts';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {

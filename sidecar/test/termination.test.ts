@@ -14,7 +14,7 @@ import {
   type TerminationCounts,
 } from '../termination.ts';
 import { cri, testConfig, tmpDir, waitUntil } from './helpers.ts';
-import { NdjsonReceiver } from './ndjson-receiver.ts';
+import { NdjsonReceiver } from '../../test/support/ndjson-receiver.ts';
 
 const counts: TerminationCounts = { state: 'incomplete', mode: 'api', sink: 'loki', shipped: 1200, unsent: 300, dead_lettered: 2 };
 const TS = (i: number) => `2024-03-04T05:06:${String(7 + Math.floor(i / 1e6)).padStart(2, '0')}.${String(i % 1e6).padStart(9, '0')}Z`;

@@ -2,47 +2,13 @@
 // and restarted in the middle of a traceback, and with a rotation in the
 // middle of another: every line arrives, events are whole where no rotation
 // split them, and a record keeps its id when it is sent again.
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { gunzipSync } from 'node:zlib';
 import { afterEach, describe, expect, it } from 'vitest';
+import { NdjsonReceiver, type Doc } from '../support/ndjson-receiver.ts';
 import { PodScenario } from '../support/pod-scenario.ts';
 import type { SidecarProcess } from '../support/sidecar.ts';
 import { summaryNumber } from '../support/sidecar.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-interface Doc {
-  message: string;
-  id: string;
-}
-
-/** An NDJSON endpoint that keeps every document it acknowledged, in order. */
-class NdjsonReceiver {
-  readonly accepted: Doc[] = [];
-  url = '';
-  private readonly server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      let body = Buffer.concat(chunks);
-      if (req.headers['content-encoding'] === 'gzip') body = gunzipSync(body);
-      for (const l of body.toString('utf8').split('\n')) if (l) this.accepted.push(JSON.parse(l) as Doc);
-      res.writeHead(200).end('{}');
-    });
-  });
-
-  async start(): Promise<this> {
-    await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', r));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/ingest`;
-    return this;
-  }
-
-  async stop(): Promise<void> {
-    this.server.closeAllConnections();
-    await new Promise((r) => this.server.close(r));
-  }
-}
 
 async function until(what: string, cond: () => boolean, ms = 30_000): Promise<void> {
   const end = Date.now() + ms;

@@ -1,4 +1,4 @@
-// A fake NDJSON log server for unit tests: stores what its handler accepts.
+// A small NDJSON log server for tests: stores what its handler accepts.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { gunzipSync } from 'node:zlib';
