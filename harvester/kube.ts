@@ -1,9 +1,9 @@
 // The harvester's Kubernetes edge: the calls reconcile makes, the watch that
 // feeds the queue, and the API address and credentials the engine's pods/log
-// reader uses. The watch keeps no objects: a Job becomes a key in the queue,
+// reader uses. The Job watch keeps no objects: a Job becomes a key in the queue,
 // and reconcile reads it fresh, so memory does not grow with the Jobs in the
 // cluster, and only Jobs the webhook labelled at admission are listed at all.
-import { BatchV1Api, CoreV1Api, PatchStrategy, setHeaderOptions, Watch, type KubeConfig, type V1Job } from '@kubernetes/client-node';
+import { BatchV1Api, CoreV1Api, PatchStrategy, setHeaderOptions, Watch, type KubeConfig, type V1Job, type V1Pod } from '@kubernetes/client-node';
 import { INJECTED_LABEL } from '../src/contract/harvest.ts';
 import type { HarvestApi, WriteResult } from './reconcile.ts';
 import type { KubeAccess } from './ship.ts';
@@ -76,39 +76,43 @@ export interface JobWatch {
   stop(): void;
 }
 
+interface Listed<T> {
+  items: T[];
+  metadata?: { resourceVersion?: string };
+}
+
 /**
  * List, then watch from the list's resourceVersion; on any end or error,
- * list again after a pause. Every finished Job seen becomes a key.
+ * list again after a pause. Every object seen goes to `onObject`; none is kept.
  */
-export function watchJobs(kc: KubeConfig, opts: { log: Log; onJob: (job: V1Job) => void; signal: AbortSignal; retryMs?: number }): JobWatch {
-  const batch = kc.makeApiClient(BatchV1Api);
+function listWatch<T>(kc: KubeConfig, what: string, o: { list: () => Promise<Listed<T>>; path: string; query: Record<string, string>; onObject: (type: string, obj: T) => void; log: Log; signal: AbortSignal; retryMs?: number }): JobWatch {
   const watch = new Watch(kc);
-  const retryMs = opts.retryMs ?? 2000;
+  const retryMs = o.retryMs ?? 2000;
   let req: { abort(): void } | undefined;
   let timer: NodeJS.Timeout | undefined;
   const again = (): void => {
-    if (opts.signal.aborted) return;
+    if (o.signal.aborted) return;
     timer = setTimeout(() => void cycle(), retryMs);
   };
   const cycle = async (): Promise<void> => {
-    if (opts.signal.aborted) return;
+    if (o.signal.aborted) return;
     try {
-      const list = await batch.listJobForAllNamespaces({ labelSelector: JOB_SELECTOR });
-      for (const j of list.items) opts.onJob(j);
-      if (opts.signal.aborted) return;
+      const list = await o.list();
+      for (const x of list.items) o.onObject('ADDED', x);
+      if (o.signal.aborted) return;
       req = await watch.watch(
-        '/apis/batch/v1/jobs',
-        { labelSelector: JOB_SELECTOR, resourceVersion: list.metadata?.resourceVersion, allowWatchBookmarks: true },
-        (type, obj: V1Job) => {
-          if (type === 'ADDED' || type === 'MODIFIED') opts.onJob(obj);
+        o.path,
+        { ...o.query, resourceVersion: list.metadata?.resourceVersion, allowWatchBookmarks: true },
+        (type, obj: T) => {
+          if (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED') o.onObject(type, obj);
         },
         (err) => {
-          if (err && !opts.signal.aborted) opts.log('warn', 'job watch ended; listing again', { error: (err as Error).message });
+          if (err && !o.signal.aborted) o.log('warn', `${what} watch ended; listing again`, { error: (err as Error).message });
           again();
         },
       );
     } catch (err) {
-      opts.log('warn', 'job list failed; retrying', { error: (err as Error).message });
+      o.log('warn', `${what} list failed; retrying`, { error: (err as Error).message });
       again();
     }
   };
@@ -119,4 +123,38 @@ export function watchJobs(kc: KubeConfig, opts: { log: Log; onJob: (job: V1Job) 
       req?.abort();
     },
   };
+}
+
+/** Every injected Job, added or changed, becomes a call of `onJob`; the watch keeps no objects. */
+export function watchJobs(kc: KubeConfig, opts: { log: Log; onJob: (job: V1Job) => void; signal: AbortSignal; retryMs?: number }): JobWatch {
+  const batch = kc.makeApiClient(BatchV1Api);
+  return listWatch<V1Job>(kc, 'job', {
+    list: () => batch.listJobForAllNamespaces({ labelSelector: JOB_SELECTOR }),
+    path: '/apis/batch/v1/jobs',
+    query: { labelSelector: JOB_SELECTOR },
+    onObject: (type, job) => {
+      if (type !== 'DELETED') opts.onJob(job);
+    },
+    log: opts.log,
+    signal: opts.signal,
+    ...(opts.retryMs !== undefined ? { retryMs: opts.retryMs } : {}),
+  });
+}
+
+/**
+ * The Job pods of one namespace (every pod the Job controller made carries
+ * the controller-uid label; the label is only a filter), through the log
+ * reader the webhook binds to the harvester in each opted-in namespace.
+ */
+export function watchJobPods(kc: KubeConfig, namespace: string, opts: { log: Log; onPod: (pod: V1Pod) => void; signal: AbortSignal; retryMs?: number }): JobWatch {
+  const core = kc.makeApiClient(CoreV1Api);
+  return listWatch<V1Pod>(kc, `pod (${namespace})`, {
+    list: () => core.listNamespacedPod({ namespace, labelSelector: CONTROLLER_UID_LABEL }),
+    path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods`,
+    query: { labelSelector: CONTROLLER_UID_LABEL },
+    onObject: (_type, pod) => opts.onPod(pod),
+    log: opts.log,
+    signal: opts.signal,
+    ...(opts.retryMs !== undefined ? { retryMs: opts.retryMs } : {}),
+  });
 }

@@ -10,8 +10,10 @@ import { Command, InvalidArgumentError } from 'commander';
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { keyFromText } from '../src/contract/signature.ts';
+import { NAMES } from '../src/contract/env.ts';
 import { parseDestinations, type Destination } from './destinations.ts';
-import { harvestApi, kubeAccess, watchJobs } from './kube.ts';
+import { harvestApi, kubeAccess, watchJobPods, watchJobs, type JobWatch } from './kube.ts';
+import { PodReports } from './pod-reports.ts';
 import { startLeader } from './leader.ts';
 import { log } from './log.ts';
 import { WorkQueue } from './queue.ts';
@@ -108,6 +110,7 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
   const kc = kubeConfig(s.kubeconfig);
   // Set below; the reconciler asks it before every write.
   const current: { leader?: { isLeader(): boolean } } = {};
+  const reports = new PodReports(NAMES.container);
   const reconciler = new Reconciler({
     api: harvestApi(kc),
     key: s.signingKey,
@@ -121,6 +124,7 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
     identity: s.identity,
     mayWrite: () => current.leader?.isLeader() === true,
     ...(s.logsUrlTemplate ? { logsUrlTemplate: s.logsUrlTemplate } : {}),
+    reports,
   });
   log('info', 'harvester starting', { namespace: s.namespace, lease: s.leaseName, identity: s.identity, destinations: s.destinations.map((d) => d.name), maxHoldSeconds: s.maxHoldSeconds, concurrency: s.concurrency });
   const elected = startLeader(kc.makeApiClient(CoordinationV1Api), {
@@ -134,15 +138,20 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
     onStartedLeading: async (signal) => {
       const queue = new WorkQueue<string>((key, sig) => reconciler.reconcile(key, sig), { concurrency: s.concurrency, signal, log });
       queue.start();
+      // The pods of every namespace with injected Jobs, for the sidecar reports of pods that go before their Job ends.
+      const podWatches = new Map<string, JobWatch>();
       const watch = watchJobs(kc, {
         log,
         signal,
         onJob: (job) => {
-          if (Reconciler.wants(job)) queue.add(`${job.metadata!.namespace}/${job.metadata!.name}`);
+          const ns = job.metadata!.namespace!;
+          if (!podWatches.has(ns)) podWatches.set(ns, watchJobPods(kc, ns, { log, signal, onPod: (p) => reports.observe(p), retryMs: 10_000 }));
+          if (Reconciler.wants(job)) queue.add(`${ns}/${job.metadata!.name}`);
         },
       });
       await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
       watch.stop();
+      for (const w of podWatches.values()) w.stop();
       await queue.shutdown();
     },
     onStoppedLeading: () => log('info', 'no longer leading: harvests stopped'),

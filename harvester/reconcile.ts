@@ -66,6 +66,8 @@ export interface ReconcilerOptions {
    * and its real end time once it is done (at admission neither is known).
    */
   readonly logsUrlTemplate?: string;
+  /** The last state of Job pods that are gone (harvester/pod-reports.ts): their sidecars' counts. */
+  readonly reports?: { gone(jobUid: string | undefined, listed: readonly V1Pod[]): V1Pod[]; forget(jobUid: string | undefined): void };
 }
 
 export const EVENT_SOURCE = 'jobharvest';
@@ -93,11 +95,16 @@ export class Reconciler {
     const { api, log } = this.o;
     const job = await api.readJob(namespace, name);
     if (!job || !Reconciler.wants(job)) return { kind: 'done' };
-    if (deliveryRecordOf(job, this.o.key)) return { kind: 'done' };
+    if (deliveryRecordOf(job, this.o.key)) {
+      this.o.reports?.forget(job.metadata?.uid);
+      return { kind: 'done' };
+    }
     const at = { namespace, job: name };
 
     const verified = verifyInjection(job, this.o.key);
-    const pods = await api.listPods(namespace, job.metadata?.uid ?? '');
+    const listed = await api.listPods(namespace, job.metadata?.uid ?? '');
+    // Pods already gone (evicted, deleted) whose ended sidecar the pod watch saw: checked below like the rest.
+    const pods = [...listed, ...(this.o.reports?.gone(job.metadata?.uid, listed) ?? [])];
     const { owned, foreign } = ownedPods(job, pods, verified.ok ? { name: verified.value.status.container, digest: verified.value.sidecarDigest } : undefined);
     const notes: string[] = [];
     if (foreign > 0) notes.push(`${foreign} pod(s) carry the Job's label but are not its own (not controlled by it, or not running the sidecar jobharvest rendered): ignored`);

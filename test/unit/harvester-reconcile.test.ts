@@ -13,6 +13,7 @@ import { DELIVERY_ANNOTATION, type Delivery } from '../../harvester/report.ts';
 import { MAX_NOTES, Reconciler, type HarvestApi, type ReconcilerOptions, type WriteResult } from '../../harvester/reconcile.ts';
 import { DEFAULT_LIMITS, type ShipRequest, type ShipResult } from '../../harvester/ship.ts';
 import { verifyInjection } from '../../harvester/trust.ts';
+import { PodReports } from '../../harvester/pod-reports.ts';
 import { durableConfig, job as jobFixture, optedIn } from './fixtures.ts';
 
 const KEY = Buffer.from('0123456789abcdef0123456789abcdef');
@@ -204,6 +205,29 @@ describe('reconcile', () => {
     const api2 = new FakeApi(k, [pod('p1', unsent(5))]);
     await run(reconciler(api2, []));
     expect(api2.delivery()).toMatchObject({ pods: 2, shipped: 15, harvested: 5, lost: 0, unaccounted: 1 });
+  });
+
+  it('a pod gone before its Job finished (evicted) counts what its sidecar reported, as the pod watch last saw it', async () => {
+    const j = injectedJob();
+    j.status = { ...j.status, conditions: [{ type: 'Failed', status: 'True', lastTransitionTime: new Date(Date.now() - 1000) }], failed: 1 };
+    const api = new FakeApi(j, []);
+    const reports = new PodReports('jobharvest');
+    const evicted = pod('build-abcde', encodeTermination({ state: 'complete', mode: 'node', sink: 'http', shipped: 3900, unsent: 0, dead_lettered: 0 }, [], ['main/0']));
+    evicted.status!.phase = 'Failed';
+    reports.observe(evicted);
+    // A forged one: another sidecar under the name, carrying a count of its choosing.
+    const forged = pod('build-fghij', encodeTermination({ state: 'complete', mode: 'node', sink: 'http', shipped: 1_000_000, unsent: 0, dead_lettered: 0 }, [], []));
+    forged.spec!.initContainers![0]!.env!.push({ name: 'JOBHARVEST_HEADERS', value: 'x=y' });
+    reports.observe(forged);
+    const shipped: ShipRequest[] = [];
+    await run(reconciler(api, shipped, { reports }));
+    expect(shipped).toHaveLength(0);
+    expect(api.delivery()).toMatchObject({ pods: 1, shipped: 3900, lost: 0, unaccounted: 0 });
+    expect(api.delivery()?.notes).toEqual([expect.stringContaining('1 pod(s) carry the Job')]);
+    expect(reports.count).toBe(2);
+    // The record is written: the next look at the Job lets them go.
+    await run(reconciler(api, shipped, { reports }));
+    expect(reports.count).toBe(0);
   });
 
   it('a pod lost with its node, still listed: unaccounted, node lost, not waited for and not harvested', async () => {
