@@ -5,7 +5,7 @@
 # bundled files, so the runtime stage has no node_modules, no package manager and no shell.
 
 # --- build: install the locked dependencies and bundle ------------------------
-FROM node:24-bookworm-slim AS build
+FROM --platform=$BUILDPLATFORM node:24-bookworm-slim AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
