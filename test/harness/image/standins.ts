@@ -210,6 +210,8 @@ export async function buildStandIns(buildArch: Arch = process.arch === 'arm64' ?
       });
     }
     await writeOciLayout(join(work, 'runtime'), images);
+    // Another run may have finished the same key meanwhile: it may be pushing from it.
+    if (existsSync(join(root, '.complete'))) return result;
     await rm(root, { recursive: true, force: true });
     await mkdir(root, { recursive: true });
     await rename(join(work, 'build'), result.build);
