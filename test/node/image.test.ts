@@ -105,6 +105,21 @@ describeBuild('the image, built for amd64 and arm64 as the README says', () => {
     }
   });
 
+  it('finds the base images only at the local registry: a name it does not have fails there, with no public fallback', async () => {
+    const conf = await readFile(builders[0]!.registriesConf, 'utf8');
+    expect(conf).not.toMatch(/mirror/);
+    // buildah, as the build pulls (skopeo 1.9 reads no CONTAINERS_REGISTRIES_CONF).
+    for (const name of ['docker.io/library/node:23-bookworm-slim', 'gcr.io/distroless/static-debian12:nonroot']) {
+      const missing = await run('buildah', ['pull', '--quiet', name], { env: builders[0]!.env }).then(
+        () => 'found',
+        (err: Error & { stderr?: string }) => err.stderr ?? err.message,
+      );
+      expect(missing).toContain(`${registry!.address}/${name.split('/')[0]}/`);
+      expect(missing).toMatch(/manifest unknown/);
+      expect(missing).not.toMatch(/registry-1\.docker\.io|https:\/\/gcr\.io/);
+    }
+  });
+
   it('names both architectures under one tag', async () => {
     const list = JSON.parse(await skopeo(['inspect', '--raw', `docker://${ref}`])) as { mediaType: string; manifests: Array<{ platform: { architecture: string; os: string } }> };
     expect(list.mediaType).toBe('application/vnd.oci.image.index.v1+json');

@@ -1,19 +1,22 @@
 /**
  * A local registry (Debian's docker-registry) on 127.0.0.1, and the
- * configuration that makes Podman's `docker`, buildah and skopeo use it for
- * the names the Dockerfile and the README use:
+ * configuration that makes Podman's `docker` and buildah use it for the
+ * names the Dockerfile and the README use:
  *
  * - registries.conf: one `[[registry]]` per name prefix with a `location`
  *   rewrite to the local registry (never `mirror`s, so there is no fallback
  *   to a public host: a name that is not there fails), short names resolved
  *   on docker.io only;
- * - storage.conf: images under the run's folder (overlay, or vfs where
- *   overlay cannot mount), not the machine's /var/lib/containers;
+ * - storage.conf: images under the run's folder (overlay), not the
+ *   machine's /var/lib/containers;
  * - containers.conf: RUN steps on the host network (no CNI bridge, no
  *   iptables rules on the machine), runc, cgroupfs, file events.
  *
- * The environment `builderEnv()` returns points podman, buildah and skopeo
- * at these files; `bin/docker` is podman-docker's `docker`.
+ * The environment `builderEnv()` returns points podman and buildah at these
+ * files (skopeo 1.9 reads only /etc/containers/registries.conf, so the tests
+ * give it the registry's own address, never a rewritten name); `bin/docker`
+ * is podman-docker's `docker`. SSL_CERT_FILE makes all three, and helm,
+ * trust the registry's CA.
  */
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
