@@ -146,7 +146,7 @@ describeBuild('the image, built for amd64 and arm64 as the README says', () => {
       const manifest = JSON.parse(await readFile(join(out, 'blobs', 'manifest.json'), 'utf8')) as Manifest;
       const config = JSON.parse(await skopeo(['inspect', '--config', byDigest])) as {
         architecture: string;
-        config: { User: string; Entrypoint: string[]; Cmd: string[]; WorkingDir: string; Labels: Record<string, string> };
+        config: { User: string; Entrypoint: string[]; Cmd: string[]; WorkingDir: string; Env?: string[]; Labels: Record<string, string> };
       };
       expect(config.architecture).toBe(arch);
       const files: string[] = [];
@@ -167,6 +167,10 @@ describeBuild('the image, built for amd64 and arm64 as the README says', () => {
       expect(paths).toContain('app/jobharvest.mjs');
       expect(paths.filter((p) => p.endsWith('.map'))).toEqual([]);
       expect(paths).toContain('etc/ssl/certs/ca-certificates.crt');
+      // What the build stage's stand-in carries for npm ci (this machine's CA
+      // bundle and npm registry) stays in the build stage.
+      expect(paths.filter((p) => p.includes('jobharvest-build'))).toEqual([]);
+      expect((config.config.Env ?? []).filter((e) => /^(NODE_EXTRA_CA_CERTS|npm_config_)/i.test(e))).toEqual([]);
 
       expect(config.config.User).toBe('65532:65532');
       const stage = runtimeStage();
