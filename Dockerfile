@@ -5,7 +5,9 @@
 # bundled files, so the runtime stage has no node_modules, no package manager and no shell.
 
 # --- build: install the locked dependencies and bundle ------------------------
-FROM node:24-bookworm-slim AS build
+# On the build machine's platform for every target: the bundles are JavaScript,
+# the same for all, and no RUN step runs under emulation.
+FROM --platform=$BUILDPLATFORM node:24-bookworm-slim AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -22,7 +24,11 @@ RUN node scripts/bundle.mjs \
  && node dist/harvester.mjs --help >/dev/null
 
 # --- runtime: distroless Node.js 24, non-root ----------------------------------
-FROM gcr.io/distroless/nodejs24-debian12:nonroot
+# The target platform is the default; said here because buildah 1.28 (Debian
+# bookworm's) otherwise pulls this stage's base for the platform of the FROM
+# --platform above, and the arm64 image got amd64's node.
+# hadolint ignore=DL3065
+FROM --platform=$TARGETPLATFORM gcr.io/distroless/nodejs24-debian12:nonroot
 ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="jobharvest" \
       org.opencontainers.image.description="Kubernetes admission webhook and native sidecar that ship every Job's logs before TTL garbage collection deletes it" \

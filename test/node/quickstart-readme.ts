@@ -1,10 +1,13 @@
 /**
  * The README's "Quick start on a cluster", read from README.md itself, so that
- * a README change that breaks the quick start fails its test. Only two kinds
- * of block are not run as written, and both are checked for shape instead:
- * the image block (`docker build` / `docker push`: no Docker and no registry
- * here, the image is imported into containerd under the same name) and the
- * block of `export` lines naming the reader's log server.
+ * a README change that breaks the quick start fails its test. Every ```sh
+ * block runs as written, the image block (`docker build` / `docker push`)
+ * included, except the block of `export` lines naming the reader's log
+ * server, which is checked for shape. Of the two ways step 1 installs the
+ * chart, from the registry (`oci://`) and from the repository's folder, the
+ * test runs the first and checks that the second differs only by the chart's
+ * reference. ```text blocks (the arm64 build) are shown, not run here:
+ * test/node/image.test.ts runs them.
  */
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -18,8 +21,14 @@ export interface QuickStart {
   image: string;
   /** The `export NAME=value` lines, in order. */
   settings: Array<{ name: string; value: string }>;
+  /** The image block's commands: `docker build -t IMAGE .`, `docker push IMAGE`. */
+  imageCommands: string[];
   /** Every other command, in order, continuation lines joined. */
   commands: string[];
+  /** `helm install` from the repository's folder, left out of `commands` for the `oci://` one beside it. */
+  folderInstall: string | undefined;
+  /** The ```text blocks' commands. */
+  shown: string[][];
   /** The section's prose and commands, for the outputs it promises. */
   text: string;
 }
@@ -38,22 +47,24 @@ export function quickStartSection(readme: string): string {
 }
 
 /** The commands of each ```sh block, list-item indentation removed and `\` continuations joined. */
-export function shellBlocks(section: string): string[][] {
+export function shellBlocks(section: string, shown: string[][] = []): string[][] {
   const blocks: string[][] = [];
+  let isText = false;
   let current: string[] | undefined;
   let indent = 0;
   for (const line of section.split('\n')) {
     const fence = /^(\s*)```(\S*)\s*$/.exec(line);
     if (current === undefined) {
       if (fence !== null && fence[2] !== '') {
-        if (fence[2] !== 'sh') throw new Error(`a \`\`\`${fence[2]} block in the quick start: only sh blocks are run`);
+        if (fence[2] !== 'sh' && fence[2] !== 'text') throw new Error(`a \`\`\`${fence[2]} block in the quick start: only sh blocks are run (text ones are shown)`);
+        isText = fence[2] === 'text';
         current = [];
         indent = fence[1]!.length;
       }
       continue;
     }
     if (fence !== null && fence[2] === '') {
-      blocks.push(joinContinuations(current));
+      (isText ? shown : blocks).push(joinContinuations(current));
       current = undefined;
       continue;
     }
@@ -83,9 +94,11 @@ function joinContinuations(lines: string[]): string[] {
 export function parseQuickStart(readme: string): QuickStart {
   const text = quickStartSection(readme);
   let image: string | undefined;
+  let imageCommands: string[] = [];
   const settings: QuickStart['settings'] = [];
   const commands: string[] = [];
-  for (const block of shellBlocks(text)) {
+  const shown: string[][] = [];
+  for (const block of shellBlocks(text, shown)) {
     if (block.some((c) => c.startsWith('docker '))) {
       if (image !== undefined) throw new Error('the quick start has two docker blocks');
       const build = /^docker build -t (\S+) \.$/.exec(block[0] ?? '');
@@ -94,6 +107,7 @@ export function parseQuickStart(readme: string): QuickStart {
         throw new Error(`the image block is no longer \`docker build -t IMAGE .\` then \`docker push IMAGE\`; the test only stands in for those:\n${block.join('\n')}`);
       }
       image = build[1];
+      imageCommands = block;
       continue;
     }
     if (block.some((c) => c.startsWith('export '))) {
@@ -107,7 +121,15 @@ export function parseQuickStart(readme: string): QuickStart {
     commands.push(...block);
   }
   if (image === undefined) throw new Error('the quick start builds no image');
-  return { image, settings, commands, text };
+  const installs = commands.filter((c) => c.startsWith('helm install '));
+  const oci = installs.filter((c) => / oci:\/\//.test(c));
+  let folderInstall: string | undefined;
+  if (oci.length > 0) {
+    if (oci.length !== 1 || installs.length !== 2) throw new Error(`step 1 installs the chart from oci:// and from the folder, once each: ${installs.join('\n')}`);
+    folderInstall = installs.find((c) => !oci.includes(c))!;
+    commands.splice(commands.indexOf(folderInstall), 1);
+  }
+  return { image, imageCommands, settings, commands, folderInstall, shown, text };
 }
 
 /** What containerd calls an image reference: a name without a registry host is Docker Hub's. */
@@ -127,11 +149,20 @@ export interface CommandRun {
   endedMs: number;
 }
 
-/** One command in bash, as a reader pastes it into a terminal. */
-export function runInBash(command: string, opts: { cwd: string; env: NodeJS.ProcessEnv; timeoutMs: number }): Promise<CommandRun> {
+/**
+ * The `helm install` of the registry's chart with the chart's reference (and
+ * its --version) replaced by `folder`: what the folder's install must read.
+ */
+export function asFolderInstall(ociInstall: string, folder: string): string {
+  return ociInstall.replace(/ oci:\/\/\S+/, ` ${folder}`).replace(/ --version \S+/, '');
+}
+
+/** One command in bash, as a reader pastes it into a terminal; `argv` wraps it (a namespace, say). */
+export function runInBash(command: string, opts: { cwd: string; env: NodeJS.ProcessEnv; timeoutMs: number; argv?: (command: string) => string[] }): Promise<CommandRun> {
   const startedMs = Date.now();
+  const [bin, ...args] = opts.argv?.(command) ?? ['bash', '-o', 'pipefail', '-c', command];
   return new Promise((resolve) => {
-    execFile('bash', ['-o', 'pipefail', '-c', command], { cwd: opts.cwd, env: opts.env, timeout: opts.timeoutMs, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) => {
+    execFile(bin!, args, { cwd: opts.cwd, env: opts.env, timeout: opts.timeoutMs, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) => {
       const code = err === null ? 0 : typeof err.code === 'number' ? err.code : 1;
       resolve({ command, code, stdout, stderr: err !== null && err.killed ? `${stderr}\n(killed after ${opts.timeoutMs} ms)` : stderr, startedMs, endedMs: Date.now() });
     });

@@ -1,12 +1,16 @@
 /**
  * The README's quick start, run as written on the real node: every command of
  * its "Quick start on a cluster" section, read from README.md, in bash and in
- * order, with the kubectl and Helm built here and `kubectl-jobharvest` from
- * dist/ on PATH. The only stand-ins: the image is imported into containerd
- * under the name the README builds, instead of `docker build` and `docker
- * push`, and the README's log server variable names VictoriaLogs (Loki push
- * API) on the node's veth, which the pods reach through the veth and the
- * plugin of step 6 from the machine.
+ * order, with the kubectl and Helm built here, `kubectl-jobharvest` from
+ * dist/ and Podman's `docker` on PATH. `docker build` builds the Dockerfile
+ * as written, from stand-ins of its two base images (test/harness/image/)
+ * served by a local registry under their names; `docker push` and `helm
+ * push` push to that registry as registry.example.com (a name the commands'
+ * own mount namespace resolves, over TLS with a CA of the test's); the
+ * node's containerd pulls the image from it through a hosts.toml, and step 1
+ * installs the chart from it (`oci://`). The README's log server variable
+ * names VictoriaLogs (Loki push API) on the node's veth, which the pods reach
+ * through the veth and the plugin of step 6 from the machine.
  *
  * The webhook runs in cluster, from the chart, as the README installs it. The
  * API server lives in the machine's root network namespace and would call the
@@ -15,7 +19,7 @@
  * webhook pod's IP instead, which the node's harness routes through the veth.
  */
 import { execFile } from 'node:child_process';
-import { mkdir, mkdtemp, rm, symlink } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
@@ -23,10 +27,12 @@ import type { V1Job, V1MutatingWebhookConfigurationList, V1Pod, V1PodList } from
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT } from '../harness/chart/dockerfile.ts';
 import { DEFAULT_CONTROLLERS, startCluster, type Cluster } from '../harness/cluster/harness.ts';
-import { BUSYBOX_IMAGE, jobharvestImageName } from '../harness/node/images.ts';
+import { builderEnv, inNameNamespace, nameRegistry, pushStandIns, randomLoopback, startRegistry, type LocalRegistry, type RegistryName } from '../harness/image/registry.ts';
+import { buildStandIns } from '../harness/image/standins.ts';
+import { BUSYBOX_IMAGE } from '../harness/node/images.ts';
 import { NODE_BIN, startNode, type RealNode } from '../harness/node/node.ts';
 import { exact, VictoriaLogs } from '../harness/servers/victorialogs.ts';
-import { containerdName, parseQuickStart, readmeText, runInBash, type CommandRun } from './quickstart-readme.ts';
+import { asFolderInstall, containerdName, parseQuickStart, readmeText, runInBash, type CommandRun } from './quickstart-readme.ts';
 import { describeRealNode } from './support.ts';
 
 const run = promisify(execFile);
@@ -54,7 +60,11 @@ describe('the README quick start, as the test reads it', () => {
     const qs = parseQuickStart(readmeText());
     expect(qs.image).toBe('registry.example.com/jobharvest:0.1.0');
     expect(qs.settings.map((s) => s.name)).toContain('LOG_ENDPOINT');
-    expect(qs.commands.find((c) => c.startsWith('helm install '))).toBeDefined();
+    const install = qs.commands.find((c) => c.startsWith('helm install '));
+    expect(install).toMatch(/ oci:\/\/registry\.example\.com\/charts\/jobharvest --version 0\.1\.0 /);
+    // The folder's install is the same but for the chart's reference.
+    expect(qs.folderInstall).toBe(asFolderInstall(install!, 'charts/jobharvest'));
+    expect(qs.commands.slice(0, 2)).toEqual(['helm package charts/jobharvest', 'helm push jobharvest-0.1.0.tgz oci://registry.example.com/charts']);
     expect(qs.commands.find((c) => c.startsWith('kubectl jobharvest logs '))).toBeDefined();
   });
 });
@@ -64,6 +74,8 @@ describeRealNode('the README quick start on the real node', () => {
   let node: RealNode | undefined;
   let vl: VictoriaLogs | undefined;
   let home: string | undefined;
+  let registry: LocalRegistry | undefined;
+  let regName: RegistryName | undefined;
   let failed = false;
 
   beforeAll(async () => {
@@ -71,17 +83,27 @@ describeRealNode('the README quick start on the real node', () => {
     node = await startNode({ cluster });
     vl = await VictoriaLogs.start();
     home = await mkdtemp(join(tmpdir(), 'jobharvest-quickstart-'));
+    // The reader's registry: the base images' stand-ins under their names, for
+    // the build; registry.example.com for the pushes, the chart and the node.
+    const ip = randomLoopback();
+    registry = await startRegistry(join(home, 'registry'), { dnsNames: [REGISTRY], ips: [ip, node.hostIp] });
+    regName = await nameRegistry(home, REGISTRY, registry, ip);
   }, 20 * 60_000);
   afterAll(async () => {
     await node?.stop({ failed });
     await cluster?.stop({ failed });
     await vl?.dispose();
+    await regName?.close();
+    await registry?.stop();
+    // podman leaves its storage's overlay folder bind-mounted.
+    if (home !== undefined) await run('sh', ['-c', 'grep -o " $0[^ ]*" /proc/self/mountinfo | sort -r | xargs -r -n1 umount -l', home]).catch(() => undefined);
     if (home !== undefined) await rm(home, { recursive: true, force: true });
+    await rm(join(REPO_ROOT, `jobharvest-${CHART_VERSION}.tgz`), { force: true });
   });
 
   it('runs every command of the README quick start and gets every output it promises', async () => {
     try {
-      await runQuickStart(cluster!, node!, vl!, home!);
+      await runQuickStart(cluster!, node!, vl!, home!, registry!, regName!);
     } catch (err) {
       failed = true;
       throw err;
@@ -89,14 +111,30 @@ describeRealNode('the README quick start on the real node', () => {
   }, 12 * 60_000);
 });
 
-async function runQuickStart(cluster: Cluster, node: RealNode, vl: VictoriaLogs, home: string): Promise<void> {
+const REGISTRY = 'registry.example.com';
+const CHART_VERSION = '0.1.0';
+
+async function runQuickStart(cluster: Cluster, node: RealNode, vl: VictoriaLogs, home: string, registry: LocalRegistry, regName: RegistryName): Promise<void> {
   const qs = parseQuickStart(readmeText());
 
-  // Instead of docker build and push: the image built from dist/ as the
-  // Dockerfile lays it out, under the README's name; busybox under the names
-  // the commands run it by. Pulls are IfNotPresent, so nothing is pulled.
+  // The Dockerfile's base images, stood in for under their names.
+  const t = Date.now();
+  const standIns = await buildStandIns();
+  const builder = await builderEnv(join(home, 'builder'), registry, { 'docker.io': 'docker.io', 'gcr.io': 'gcr.io' });
+  await pushStandIns(standIns, registry, builder);
+  console.log(`base image stand-ins built (or found in the cache) and pushed in ${Date.now() - t} ms`);
+
+  // The node pulls registry.example.com's images from the local registry,
+  // through the veth, trusting its CA. The image is not on the node before.
+  const registryHost = await node.expose(registry.port);
+  await mkdir(join(node.registryConfigDir, REGISTRY));
+  await writeFile(
+    join(node.registryConfigDir, REGISTRY, 'hosts.toml'),
+    `server = "https://${REGISTRY}"\n\n[host."https://${registryHost}"]\n  capabilities = ["pull", "resolve"]\n  ca = "${registry.caFile}"\n`,
+  );
   const ctr = (args: string[]) => run(join(NODE_BIN, 'ctr'), ['--address', join(node.dir, 'containerd', 'containerd.sock'), '--namespace', 'k8s.io', ...args]);
-  await ctr(['images', 'tag', jobharvestImageName(), containerdName(qs.image)]);
+  expect((await ctr(['images', 'ls', '-q'])).stdout.split('\n')).not.toContain(containerdName(qs.image));
+  // busybox, the Job's image, under the names the commands run it by.
   for (const ref of new Set(qs.commands.flatMap((c) => [...c.matchAll(/--image=(\S+)/g)].map((m) => m[1]!)))) {
     await ctr(['images', 'tag', BUSYBOX_IMAGE, containerdName(ref)]);
   }
@@ -115,9 +153,9 @@ async function runQuickStart(cluster: Cluster, node: RealNode, vl: VictoriaLogs,
   await symlink(cluster.helmPath, join(bin, 'helm'));
   await symlink(join(REPO_ROOT, 'dist', 'kubectl-jobharvest'), join(bin, 'kubectl-jobharvest'));
   const env: NodeJS.ProcessEnv = {
-    ...process.env,
+    ...builder.env,
     ...settings,
-    PATH: `${bin}:${dirname(process.execPath)}:${process.env.PATH ?? '/usr/bin:/bin'}`,
+    PATH: `${bin}:${builder.bin}:${dirname(process.execPath)}:${process.env.PATH ?? '/usr/bin:/bin'}`,
     HOME: home,
     KUBECONFIG: cluster.kubeconfigPath,
   };
@@ -134,8 +172,8 @@ async function runQuickStart(cluster: Cluster, node: RealNode, vl: VictoriaLogs,
   let completedAt: number | undefined;
   let jobPod: V1Pod | undefined;
   const started = Date.now();
-  for (const command of qs.commands) {
-    const result = await runInBash(command, { cwd: REPO_ROOT, env, timeoutMs: 6 * 60_000 });
+  for (const command of [...qs.imageCommands, ...qs.commands]) {
+    const result = await runInBash(command, { cwd: REPO_ROOT, env, timeoutMs: 10 * 60_000, argv: (c) => inNameNamespace(regName.hostsFile, c) });
     runs.push(result);
     console.log(`$ ${command}\n  exit ${result.code} after ${result.endedMs - result.startedMs} ms\n${indent(result.stdout)}${result.code === 0 ? '' : indent(result.stderr)}`);
     expect(result.code, `\`${command}\` failed:\n${result.stderr}`).toBe(0);
@@ -150,7 +188,19 @@ async function runQuickStart(cluster: Cluster, node: RealNode, vl: VictoriaLogs,
       jobPod = (await kubectlJson<V1PodList>(['get', 'pods', '-n', namespace!, '-l', `batch.kubernetes.io/job-name=${job!}`])).items[0];
     }
   }
-  console.log(`quick start: ${qs.commands.length} commands in ${Math.round((Date.now() - started) / 1000)} s`);
+  console.log(`quick start: ${qs.imageCommands.length + qs.commands.length} commands in ${Math.round((Date.now() - started) / 1000)} s`);
+
+  // The image the node runs is the one `docker push` pushed, pulled by
+  // containerd from the registry; the chart came from the registry too.
+  const skopeo = async (args: string[]) => (await run('skopeo', args, { env: builder.env, maxBuffer: 1 << 24 })).stdout.trim();
+  const pushed = await skopeo(['inspect', '--format', '{{.Digest}}', `docker://${registry.address}/jobharvest:${CHART_VERSION}`]);
+  expect(pushed).toMatch(/^sha256:[0-9a-f]{64}$/);
+  const onNode = (await ctr(['images', 'ls', `name==${containerdName(qs.image)}`])).stdout;
+  expect(onNode).toContain(pushed);
+  const chartTags = JSON.parse(await skopeo(['list-tags', `docker://${registry.address}/charts/jobharvest`])) as { Tags: string[] };
+  expect(chartTags.Tags).toEqual([CHART_VERSION]);
+  const release = JSON.parse((await run(cluster.helmPath, ['list', '-n', 'jobharvest', '-o', 'json'], { env })).stdout) as Array<{ chart: string; app_version: string }>;
+  expect(release.map((r) => [r.chart, r.app_version])).toEqual([[`jobharvest-${CHART_VERSION}`, CHART_VERSION]]);
 
   const find = (what: string, test: (c: string) => boolean): CommandRun => {
     const found = runs.find((r) => test(r.command));
@@ -163,9 +213,17 @@ async function runQuickStart(cluster: Cluster, node: RealNode, vl: VictoriaLogs,
   const webhookPods = (await kubectlJson<V1PodList>(['get', 'pods', '-n', 'jobharvest', '-l', 'app.kubernetes.io/name=jobharvest'])).items;
   expect(webhookPods.length).toBeGreaterThan(0);
   for (const pod of webhookPods) {
-    expect({ node: pod.spec?.nodeName, image: pod.spec?.containers[0]?.image, ready: pod.status?.conditions?.find((c) => c.type === 'Ready')?.status }).toEqual({
+    expect({
+      node: pod.spec?.nodeName,
+      image: pod.spec?.containers[0]?.image,
+      imageID: pod.status?.containerStatuses?.[0]?.imageID,
+      pullPolicy: pod.spec?.containers[0]?.imagePullPolicy,
+      ready: pod.status?.conditions?.find((c) => c.type === 'Ready')?.status,
+    }).toEqual({
       node: node.name,
       image: qs.image,
+      imageID: `${REGISTRY}/jobharvest@${pushed}`,
+      pullPolicy: 'IfNotPresent',
       ready: 'True',
     });
   }
@@ -178,6 +236,7 @@ async function runQuickStart(cluster: Cluster, node: RealNode, vl: VictoriaLogs,
   expect(jobPod!.spec?.initContainers?.map((c) => ({ name: c.name, image: c.image, restartPolicy: c.restartPolicy }))).toEqual([
     { name: 'jobharvest', image: qs.image, restartPolicy: 'Always' },
   ]);
+  expect(jobPod!.status?.initContainerStatuses?.map((c) => c.imageID)).toEqual([`${REGISTRY}/jobharvest@${pushed}`]);
   expect(jobPod!.spec?.nodeName).toBe(node.name);
   expect(find('prints the TTL', (c) => c.includes('ttlSecondsAfterFinished')).stdout).toBe(`${ttlSeconds}\n`);
   // Short enough for a reader to watch, and for this test.

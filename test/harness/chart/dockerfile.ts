@@ -15,6 +15,8 @@ export interface Instruction {
 
 export interface Stage {
   from: string;
+  /** FROM's --platform, as written (`$BUILDPLATFORM`). */
+  platform?: string;
   name: string | undefined;
   instructions: Instruction[];
 }
@@ -37,8 +39,10 @@ export function readDockerfile(path = `${REPO_ROOT}Dockerfile`): Stage[] {
     const [, keyword = '', args = ''] = /^(\S+)\s*(.*)$/.exec(line) ?? [];
     const upper = keyword.toUpperCase();
     if (upper === 'FROM') {
-      const [image = '', as, name] = args.split(/\s+/);
-      stages.push({ from: image, name: as?.toUpperCase() === 'AS' ? name : undefined, instructions: [] });
+      const words = args.split(/\s+/);
+      const platform = words.find((w) => w.startsWith('--platform='))?.slice('--platform='.length);
+      const [image = '', as, name] = words.filter((w) => !w.startsWith('--'));
+      stages.push({ from: image, ...(platform === undefined ? {} : { platform }), name: as?.toUpperCase() === 'AS' ? name : undefined, instructions: [] });
     } else if (stages.length > 0) {
       stages.at(-1)!.instructions.push({ keyword: upper, args });
     }

@@ -62,13 +62,22 @@ export function dockerfileRuntimeConfig(stage: Stage = runtimeStage()): ImageSpe
   };
 }
 
-/** Debian .debs of BASE_PACKAGES, downloaded once into `debDir` by apt. */
-async function fetchDebs(debDir: string): Promise<string[]> {
+/** Architecture-independent packages: `apt-get download` takes them without an architecture. */
+const ARCH_ALL = new Set(['ca-certificates']);
+
+/**
+ * Debian .debs of `packages`, downloaded once into `debDir` by apt; of the
+ * Debian architecture `debArch` when given (a foreign one must have been
+ * added with `dpkg --add-architecture`), else of the machine's. One folder
+ * per architecture.
+ */
+export async function fetchDebs(debDir: string, debArch?: string, packages: string[] = BASE_PACKAGES): Promise<string[]> {
   await mkdir(debDir, { recursive: true });
   const have = async () => (await readdir(debDir)).filter((f) => f.endsWith('.deb'));
-  const missing = (files: string[]) => BASE_PACKAGES.filter((p) => !files.some((f) => f.startsWith(`${p}_`)));
+  const missing = (files: string[]) => packages.filter((p) => !files.some((f) => f.startsWith(`${p}_`)));
+  const withArch = (p: string) => (debArch === undefined || ARCH_ALL.has(p) ? p : `${p}:${debArch}`);
   if (missing(await have()).length > 0) {
-    const download = () => run('apt-get', ['download', ...missing([])], { cwd: debDir });
+    const download = () => run('apt-get', ['download', ...missing([]).map(withArch)], { cwd: debDir });
     try {
       await download();
     } catch {
@@ -80,12 +89,13 @@ async function fetchDebs(debDir: string): Promise<string[]> {
   const files = await have();
   const left = missing(files);
   if (left.length > 0) throw new Error(`apt-get download did not fetch ${left.join(', ')}`);
-  return BASE_PACKAGES.map((p) => join(debDir, files.filter((f) => f.startsWith(`${p}_`)).sort().at(-1)!));
+  return packages.map((p) => join(debDir, files.filter((f) => f.startsWith(`${p}_`)).sort().at(-1)!));
 }
 
-async function baseLayer(dir: string, debDir: string): Promise<void> {
+/** The distroless base: BASE_PACKAGES extracted, the CA bundle, nonroot 65532, /tmp. */
+export async function baseLayer(dir: string, debDir: string, debArch?: string): Promise<void> {
   await mkdir(dir, { recursive: true });
-  for (const deb of await fetchDebs(debDir)) await run('dpkg-deb', ['-x', deb, dir]);
+  for (const deb of await fetchDebs(debDir, debArch)) await run('dpkg-deb', ['-x', deb, dir]);
   // update-ca-certificates, which would write the bundle, is a maintainer script
   // that extraction does not run: concatenate the certificates as it does.
   const certRoot = join(dir, 'usr/share/ca-certificates');

@@ -113,6 +113,12 @@ export interface RealNode {
   dir: string;
   /** The kubelet's podLogsDir. */
   podLogsDir: string;
+  /**
+   * containerd's registry config_path: a `<registry host>/hosts.toml` written
+   * here (at any time; containerd reads it at each pull) sends the node's
+   * pulls from that registry where it says.
+   */
+  registryConfigDir: string;
   images: BuiltImages;
   processes: ManagedProcess[];
   /** Forwards hostIp:port to 127.0.0.1:port (a server of the tests), until stop; once per port. */
@@ -489,6 +495,7 @@ export async function startNode(opts: NodeOptions): Promise<RealNode> {
 
     const ctrdDir = join(dir, 'containerd');
     await mkdir(ctrdDir);
+    await mkdir(join(ctrdDir, 'certs.d'));
     const sock = join(ctrdDir, 'containerd.sock');
     const cniConfDir = join(dir, 'cni', 'net.d');
     await mkdir(cniConfDir, { recursive: true });
@@ -590,6 +597,7 @@ export async function startNode(opts: NodeOptions): Promise<RealNode> {
       netns: nsName,
       dir,
       podLogsDir,
+      registryConfigDir: join(ctrdDir, 'certs.d'),
       images,
       processes,
       expose,
@@ -681,6 +689,9 @@ imports = []
     snapshotter = 'overlayfs'
     [plugins.'io.containerd.cri.v1.images'.pinned_images]
       sandbox = '${PAUSE_IMAGE}'
+    # <host>/hosts.toml per registry (RealNode.registryConfigDir), read at each pull.
+    [plugins.'io.containerd.cri.v1.images'.registry]
+      config_path = '${dir}/certs.d'
   [plugins.'io.containerd.cri.v1.runtime']
     # This VM has no CAP_SYS_RESOURCE: runc cannot lower oom_score_adj, and
     # without this every sandbox fails with "can't get final child's PID from pipe".
