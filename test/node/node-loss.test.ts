@@ -96,7 +96,8 @@ describeRealNode('harvester scenario 7: the node lost mid-Job, on the real node'
       const crashedAt = Date.now();
       env.node.crash();
       const written = writtenLines(join(env.node.podLogsDir, `${namespace}_${pod.name}_${pod.uid}`, 'main'));
-      expect(written.length, 'the node wrote lines before it died').toBeGreaterThan(3000);
+      // The crash follows the 3000th line at the server; the writer may not have gone past it yet.
+      expect(written.length, 'the node wrote every line the server holds, and maybe more').toBeGreaterThanOrEqual(3000);
       expect(
         written.every((w, i) => w.message === `${PREFIX}${i + 1}`),
         'the node file holds the lines in order, none missing',
