@@ -20,7 +20,6 @@
  * What was written is read from the kubelet's own log file on the node: the
  * test keeps the last copy it read until the kubelet removes it.
  */
-import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { NAMES } from '../../src/contract/env.ts';
@@ -29,7 +28,7 @@ import { BUSYBOX_IMAGE } from '../harness/node/images.ts';
 import { exact, type VictoriaLogs } from '../harness/servers/victorialogs.ts';
 import { summaryIn } from '../support/summary.ts';
 import { waitFor } from '../support/wait.ts';
-import { jobFinished, jobPod } from './scenario-support.ts';
+import { copyPodLogs, jobFinished, jobPod } from './scenario-support.ts';
 import { createNamespace, startProductOnNode, waitForPodPhase, type NodeEnv, type ProductOnNode } from '../support/node-env.ts';
 import { describeRealNode } from './support.ts';
 
@@ -105,22 +104,7 @@ describeRealNode('issue 25: a Job with a 1 s grace period that ignores SIGTERM, 
       await waitFor('lines at the log server', async () => ((await vl.count(filter)) >= 2000 ? true : undefined), { timeoutMs: 60_000, intervalMs: 250 });
 
       // Copies of the main container's and the sidecar's files, refreshed until the kubelet removes them.
-      let mainLog = '';
-      let sidecarLog = '';
-      let copying = true;
-      const copier = (async () => {
-        while (copying) {
-          try {
-            if (existsSync(podDir)) {
-              mainLog = readFileSync(join(podDir, 'main', '0.log'), 'utf8');
-              sidecarLog = readFileSync(join(podDir, NAMES.container, '0.log'), 'utf8');
-            }
-          } catch {
-            // removed between the check and the read
-          }
-          await new Promise((r) => setTimeout(r, 50));
-        }
-      })();
+      const copies = copyPodLogs(podDir, ['main', NAMES.container]);
 
       const evictedAt = Date.now();
       await env.core.createNamespacedPodEviction({ name: pod.name, namespace, body: { apiVersion: 'policy/v1', kind: 'Eviction', metadata: { name: pod.name, namespace } } });
@@ -143,12 +127,11 @@ describeRealNode('issue 25: a Job with a 1 s grace period that ignores SIGTERM, 
         injectedGoneMs = goneMs;
         await new Promise((r) => setTimeout(r, 200));
       } finally {
-        copying = false;
-        await copier;
+        await copies.stop();
       }
 
-      const written = criMessages(mainLog).filter((m) => /^evicted line \d+$/.test(m)).length;
-      const last = Number(/evicted line (\d+)\s*$/.exec(criMessages(mainLog).filter((m) => m.startsWith('evicted line ')).at(-1) ?? '')?.[1]);
+      const written = criMessages(copies.latest('main')).filter((m) => /^evicted line \d+$/.test(m)).length;
+      const last = Number(/evicted line (\d+)\s*$/.exec(criMessages(copies.latest('main')).filter((m) => m.startsWith('evicted line ')).at(-1) ?? '')?.[1]);
       const finished = await jobFinished(env, namespace, 'evicted');
       const record = await waitFor(
         'the delivery record on the Job',
@@ -158,7 +141,7 @@ describeRealNode('issue 25: a Job with a 1 s grace period that ignores SIGTERM, 
       const delivery = JSON.parse(record) as { shipped: number; harvested?: number; lost: number; unaccounted: number; pods: number; sig?: string; notes?: string[] };
       await vl.flush();
       const got = await vl.countWithDistinct(filter, '_msg');
-      const summary = summaryIn(criMessages(sidecarLog).join('\n'));
+      const summary = summaryIn(criMessages(copies.latest(NAMES.container)).join('\n'));
       console.log(
         `issue 25 (evicted, grace 1 s, SIGTERM ignored): pod gone ${goneMs} ms after the eviction; ${written} lines written (last ${last}); ` +
           `received ${got.total} (${got.distinct} distinct) from the sidecar; not received ${written - got.total}; harvested ${delivery.harvested ?? 0}; Job ${finished.type}\n` +

@@ -9,7 +9,7 @@
  * from the log server: the test keeps the last copy it read until the
  * kubelet removes the pod's folder.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { NAMES } from '../../src/contract/env.ts';
@@ -17,7 +17,7 @@ import { BUSYBOX_IMAGE } from '../harness/node/images.ts';
 import { exact, type VictoriaLogs } from '../harness/servers/victorialogs.ts';
 import { waitFor } from '../support/wait.ts';
 import { summaryIn } from '../support/summary.ts';
-import { jobPod } from './scenario-support.ts';
+import { copyPodLogs, jobPod } from './scenario-support.ts';
 import { createNamespace, startProductOnNode, waitForPodPhase, type NodeEnv, type ProductOnNode } from '../support/node-env.ts';
 import { describeRealNode } from './support.ts';
 
@@ -77,23 +77,8 @@ describeRealNode('scenario 7: a running pod deleted through the API, on the real
       const filter = `${exact('namespace', namespace)} ${exact('pod', pod.name)} ${exact('container', 'main')}`;
       await waitFor('lines at the log server', async () => ((await vl.count(filter)) >= 2000 ? true : undefined), { timeoutMs: 60_000, intervalMs: 250 });
 
-      // Copies of the node's files, refreshed until the kubelet removes them.
-      let mainLog = '';
-      let sidecarLog = '';
-      let copying = true;
-      const copier = (async () => {
-        while (copying) {
-          try {
-            if (existsSync(podDir)) {
-              mainLog = readFileSync(join(podDir, 'main', '0.log'), 'utf8');
-              sidecarLog = readFileSync(join(podDir, NAMES.container, '0.log'), 'utf8');
-            }
-          } catch {
-            // removed between the check and the read
-          }
-          await new Promise((r) => setTimeout(r, 50));
-        }
-      })();
+      // Copies of the main container's and the sidecar's files, refreshed until the kubelet removes them.
+      const copies = copyPodLogs(podDir, ['main', NAMES.container]);
 
       const writtenAtDelete = criMessages(readFileSync(join(podDir, 'main', '0.log'), 'utf8')).filter((m) => m.startsWith('deleted line ')).length;
       const deletedAt = Date.now();
@@ -122,15 +107,14 @@ describeRealNode('scenario 7: a running pod deleted through the API, on the real
         const podGoneAt = Date.now();
         copied = { lastStoredAt, podGoneAt };
       } finally {
-        copying = false;
-        await copier;
+        await copies.stop();
       }
 
-      const messages = criMessages(mainLog);
+      const messages = criMessages(copies.latest('main'));
       const closing = messages.find((m) => m.startsWith('stopped after '));
       const written = Number(/stopped after (\d+) lines/.exec(closing ?? '')?.[1]);
       const numbered = messages.filter((m) => m.startsWith('deleted line ')).length;
-      const summary = summaryIn(criMessages(sidecarLog).join('\n'));
+      const summary = summaryIn(criMessages(copies.latest(NAMES.container)).join('\n'));
       const got = await vl.countWithDistinct(filter, '_msg');
       const lastStoredMs = copied.lastStoredAt - deletedAt;
       console.log(

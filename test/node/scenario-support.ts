@@ -4,7 +4,7 @@
  * open files on the node.
  */
 import type { V1JobCondition } from '@kubernetes/client-node';
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { NAMES } from '../../src/contract/env.ts';
 import type { RealNode } from '../harness/node/node.ts';
@@ -85,4 +85,31 @@ export async function containerIdOf(env: NodeEnv, namespace: string, pod: string
     },
     { timeoutMs: 60_000, intervalMs: 250 },
   );
+}
+
+/**
+ * Copies of a pod's container log files (`<container>/0.log`) on the node,
+ * refreshed every 50 ms until stop(): the kubelet removes them with the pod,
+ * and a test reads what was written after it is gone.
+ */
+export function copyPodLogs(podDir: string, containers: readonly string[]): { latest(container: string): string; stop(): Promise<void> } {
+  const copies = new Map<string, string>(containers.map((c) => [c, '']));
+  let copying = true;
+  const copier = (async () => {
+    while (copying) {
+      try {
+        if (existsSync(podDir)) for (const c of containers) copies.set(c, readFileSync(join(podDir, c, '0.log'), 'utf8'));
+      } catch {
+        // removed between the check and the read
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  })();
+  return {
+    latest: (c) => copies.get(c) ?? '',
+    stop: async () => {
+      copying = false;
+      await copier;
+    },
+  };
 }
