@@ -227,6 +227,23 @@ export class BodyBuilder {
     this.len += this.buf.write(s, this.len);
   }
 
+  /**
+   * Makes room for exactly `n` bytes that the caller writes itself into
+   * `buffer` from the returned offset on: one bounds check for a whole
+   * message whose length is known, rather than one per byte.
+   */
+  claim(n: number): number {
+    this.ensure(n);
+    const at = this.len;
+    this.len += n;
+    return at;
+  }
+
+  /** The buffer claim() made room in; valid until the next call that writes. */
+  get buffer(): Buffer {
+    return this.buf;
+  }
+
   /** Leaves `n` bytes to be filled in later by header(); returns where they start. */
   reserve(n: number): number {
     this.ensure(n);

@@ -10,13 +10,15 @@
 // Field numbers are opentelemetry-proto's (logs/v1, common/v1,
 // resource/v1); sidecar/test/otlp-encoder.test.ts decodes the output with
 // them and compares it with the OpenTelemetry serializer's, field by field.
-import { isUtf8 } from 'node:buffer';
 import { OTLP_ATTRIBUTES as A, SEVERITY_KEYS, SHAPED_FIELDS } from '../../src/contract/record.ts';
 import type { Identity } from '../config.ts';
 import { CriRecord, FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type FieldValue, type Fields, type FileMeta, type LogRecord, type Stream } from '../records/record.ts';
 import { nowTime, parseTimestamp, type EpochTime } from '../records/timestamp.ts';
+import { ShapedRecord } from '../records/shaped.ts';
+import { utf8Valid } from '../records/utf8.ts';
 import { BodyBuilder } from './body.ts';
 import { metadataFields } from './document.ts';
+import { JSON_OK, T_ARRAY, T_BOOL, T_DOUBLE, T_INT, T_KEY, T_KVLIST, T_STRING, T_VALUE, T_VALUES, measureJson, numberSize, severityAt, valueAt, varintSize, writeJson, writeNumber } from './json-anyvalue.ts';
 
 // Wire types: 0 varint, 1 fixed64, 2 length-delimited.
 const tag = (field: number, wire: number) => (field << 3) | wire;
@@ -29,27 +31,16 @@ const T_TIME = tag(1, 1); // LogRecord.time_unix_nano
 const T_BODY = tag(5, 2); // LogRecord.body
 const T_ATTRIBUTE = tag(6, 2); // LogRecord.attributes, Resource.attributes (1)
 const T_OBSERVED = tag(11, 1); // LogRecord.observed_time_unix_nano
-const T_KEY = tag(1, 2); // KeyValue.key; InstrumentationScope.name
-const T_VALUE = tag(2, 2); // KeyValue.value; InstrumentationScope.version
-const T_STRING = tag(1, 2); // AnyValue.string_value
-const T_BOOL = tag(2, 0); // AnyValue.bool_value
-const T_INT = tag(3, 0); // AnyValue.int_value
 const T_RES_ATTRIBUTE = tag(1, 2); // Resource.attributes
 const T_SEVERITY_NUMBER = tag(2, 0); // LogRecord.severity_number
 const T_SEVERITY_TEXT = tag(3, 2); // LogRecord.severity_text
-const T_DOUBLE = tag(4, 1); // AnyValue.double_value
-const T_ARRAY = tag(5, 2); // AnyValue.array_value
-const T_KVLIST = tag(6, 2); // AnyValue.kvlist_value
-const T_VALUES = tag(1, 2); // ArrayValue.values, KeyValueList.values
 
 const UID_KEY = A.id;
 const S = SHAPED_FIELDS.otlp;
 const TWO_32 = 2 ** 32;
 const TWO_16 = 2 ** 16;
 
-export function varintSize(v: number): number {
-  return v < 0x80 ? 1 : v < 0x4000 ? 2 : v < 0x200000 ? 3 : v < 0x10000000 ? 4 : v < 0x800000000 ? 5 : Math.ceil(Math.log2(v + 1) / 7);
-}
+export { varintSize };
 
 function decimalDigits(v: number): number {
   if (v > 0x7fffffff) return String(v).length;
@@ -213,7 +204,7 @@ function measure(v: FieldValue, out: number[]): number {
     return 1 + varintSize(n) + n;
   }
   if (typeof v === 'boolean') return 2;
-  if (typeof v === 'number') return Number.isSafeInteger(v) ? (v >= 0 ? 1 + varintSize(v) : 11) : 9;
+  if (typeof v === 'number') return numberSize(v);
   const at = out.length;
   out.push(0);
   let list = 0;
@@ -259,16 +250,7 @@ function writeValue(body: BodyBuilder, v: FieldValue, sizes: readonly number[], 
     return;
   }
   if (typeof v === 'number') {
-    if (Number.isSafeInteger(v)) {
-      body.byte(T_INT);
-      if (v >= 0) body.varint(v);
-      else body.bytes(new Bytes().varint64(BigInt(v)).done());
-    } else {
-      const d = Buffer.alloc(9);
-      d[0] = T_DOUBLE;
-      d.writeDoubleLE(v, 1);
-      body.bytes(d);
-    }
+    writeNumber(body, v);
     return;
   }
   const list = sizes[c.at++]!;
@@ -337,6 +319,18 @@ export function severityOf(fields: Fields): { number: number; text: string } | u
   return undefined;
 }
 
+const SEVERITY_KEY_BYTES = SEVERITY_KEYS.map((k) => Buffer.from(k, 'utf8'));
+
+/** severityOf() over the root's level-like values measureJson found in `src` (before `e`). */
+function severityFound(src: Buffer, e: number): { number: number; text: string } | undefined {
+  let found: Record<string, FieldValue> | undefined;
+  for (let k = 0; k < SEVERITY_KEYS.length; k++) {
+    const at = severityAt[k]!;
+    if (at >= 0) (found ??= {})[SEVERITY_KEYS[k]!] = valueAt(src, at, e) as FieldValue;
+  }
+  return found && severityOf(found);
+}
+
 /** A LogRecord attribute, tag and length included. */
 function attribute(key: string, v: string | number | boolean): Buffer {
   return new Bytes().field(T_ATTRIBUTE, keyValue(key, v)).done();
@@ -382,9 +376,6 @@ export class OtlpEncoder {
   private lastSec = 0;
   private lo = 0;
   private hi = 0;
-  /** A 32-bit view of the chunk the last message was scanned in (records of one chunk come in a row). */
-  private viewOf: Buffer | undefined;
-  private view: DataView | undefined;
   /** Scratch for shapedRecord's lengths, reused from record to record. */
   private readonly sizes: number[] = [];
 
@@ -444,14 +435,15 @@ export class OtlpEncoder {
       this.lastParts = this.partsOf(r.file);
     }
     const p = this.lastParts!;
-    if (r.fields !== undefined || r.lines !== undefined) return this.shapedRecord(body, r, obsLo, obsHi, observed);
+    // A ShapedRecord's fields are parsed when asked for: its `json` says whether it has any.
+    if (r.lines !== undefined || (r instanceof ShapedRecord ? r.json !== undefined : r.fields !== undefined)) return this.shapedRecord(body, r, obsLo, obsHi, observed);
     // The message: the bytes as read when they are valid UTF-8 (protobuf strings must be), else the decoded string, whose invalid sequences became U+FFFD.
     let src: Buffer | undefined;
     let s = 0;
     let e = 0;
     let text = '';
     let n: number;
-    if (r instanceof CriRecord && this.validUtf8(r.src, r.msgAt, r.msgEnd)) {
+    if (r instanceof CriRecord && utf8Valid(r.src, r.msgAt, r.msgEnd)) {
       src = r.src;
       s = r.msgAt;
       e = r.msgEnd;
@@ -496,17 +488,44 @@ export class OtlpEncoder {
    * in place: these records are the exception, and their bodies nest.
    */
   private shapedRecord(body: BodyBuilder, r: LogRecord, obsLo: number, obsHi: number, observed: EpochTime): void {
-    const t = parseTimestamp(r.ts) ?? observed;
-    this.time(t.sec, t.nanos);
+    const origin = r instanceof ShapedRecord ? r.origin : undefined;
+    if (!(origin && this.timeOfBytes(origin.src, origin.tsAt, origin.tsEnd))) {
+      const t = parseTimestamp(r.ts) ?? observed;
+      this.time(t.sec, t.nanos);
+    }
     const p = this.lastParts!;
-    const fields = r.fields;
-    const severity = fields !== undefined ? severityOf(fields) : undefined;
-    const message = r.message;
-    const n = Buffer.byteLength(message, 'utf8');
     // Every length first (the body's tree into `sizes`), then the bytes straight into the body: no message of its own per record or field.
     const sizes = this.sizes;
     sizes.length = 0;
-    const anyLen = fields !== undefined ? measure(fields, sizes) : 1 + varintSize(n) + n;
+    // A JSON record's body straight from its bytes when they are the fields as they stand (no mask rewrote values); else from its parsed fields.
+    const json = r instanceof ShapedRecord ? r.json : undefined;
+    let src: Buffer | undefined;
+    let s = 0;
+    let e = 0;
+    let anyLen = -1;
+    let severity: { number: number; text: string } | undefined;
+    if (json?.verbatim) {
+      if (origin) {
+        src = origin.src;
+        s = origin.msgAt;
+        e = origin.msgEnd;
+      } else {
+        src = Buffer.from(r.message, 'utf8');
+        e = src.length;
+      }
+      anyLen = measureJson(src, s, e, json.maxFields, json.maxDepth, json.scanned, sizes, SEVERITY_KEY_BYTES);
+      if (anyLen > 0) severity = severityFound(src, e);
+      else sizes.length = 0;
+    }
+    const fast = anyLen > 0;
+    const fields = fast ? undefined : r.fields;
+    const message = fast ? '' : r.message;
+    const n = fast ? e - s : Buffer.byteLength(message, 'utf8');
+    if (!fast) {
+      severity = fields !== undefined ? severityOf(fields) : undefined;
+      anyLen = fields !== undefined ? measure(fields, sizes) : 1 + varintSize(n) + n;
+    }
+    const parsed = fast || fields !== undefined;
     const sevLen = severity ? 1 + varintSize(severity.number) + 1 + varintSize(Buffer.byteLength(severity.text, 'utf8')) + Buffer.byteLength(severity.text, 'utf8') : 0;
     const digits = decimalDigits(r.offset);
     const uidLen = p.idPrefix.length + digits;
@@ -515,7 +534,7 @@ export class OtlpEncoder {
     const stream = STREAM_ATTRIBUTE[r.stream];
     const flags = FLAG_ATTRIBUTES[r.flags & 7]!;
     const origAny = 1 + varintSize(n) + n;
-    const origKv = fields !== undefined ? 1 + 1 + ORIGINAL_KEY.length + 1 + varintSize(origAny) + origAny : 0;
+    const origKv = parsed ? 1 + 1 + ORIGINAL_KEY.length + 1 + varintSize(origAny) + origAny : 0;
     const linesAny = r.lines !== undefined && r.lines > 1 ? 1 + varintSize(r.lines) : 0;
     const linesKv = linesAny > 0 ? 1 + 1 + LINES_KEY.length + 1 + varintSize(linesAny) + linesAny : 0;
     const len =
@@ -541,7 +560,8 @@ export class OtlpEncoder {
     }
     body.byte(T_BODY);
     body.varint(anyLen);
-    if (fields !== undefined) writeValue(body, fields, sizes, { at: 0 });
+    if (fast) writeJson(body, src!, s, e, json!.maxFields, json!.maxDepth, anyLen, sizes);
+    else if (fields !== undefined) writeValue(body, fields, sizes, { at: 0 });
     else {
       body.byte(T_STRING);
       body.varint(n);
@@ -560,7 +580,8 @@ export class OtlpEncoder {
       body.varint(origAny);
       body.byte(T_STRING);
       body.varint(n);
-      body.utf8(message, n);
+      if (fast) body.slice(src!, s, e);
+      else body.utf8(message, n);
     }
     if (linesKv > 0) {
       body.byte(T_ATTRIBUTE);
@@ -575,21 +596,6 @@ export class OtlpEncoder {
     }
     body.byte(T_OBSERVED);
     body.fixed64(obsLo, obsHi);
-  }
-
-  /** ASCII four bytes at a time (the usual log line); anything else goes to the native UTF-8 check. */
-  private validUtf8(src: Buffer, s: number, e: number): boolean {
-    if (src !== this.viewOf) {
-      this.viewOf = src;
-      this.view = new DataView(src.buffer, src.byteOffset, src.byteLength);
-    }
-    const view = this.view!;
-    let high = 0;
-    let i = s;
-    for (; i + 4 <= e; i += 4) high |= view.getUint32(i, true);
-    for (; i < e; i++) high |= src[i]!;
-    if ((high & 0x80808080) === 0) return true;
-    return isUtf8(src.subarray(s, e));
   }
 
   /**

@@ -136,7 +136,10 @@ class SizedCriRecord extends CriRecord {
 
 /** Message length without making the message a string: bytes for parsed records, UTF-16 units otherwise. */
 export function messageLength(r: LogRecord): number {
-  return r instanceof CriRecord ? r.msgEnd - r.msgAt : r.message.length;
+  if (r instanceof CriRecord) return r.msgEnd - r.msgAt;
+  // A shaped record that is one unchanged line (records/shaped.ts) has its bytes too.
+  const origin = (r as { readonly origin?: CriRecord }).origin;
+  return origin ? origin.msgEnd - origin.msgAt : r.message.length;
 }
 
 export function fileKey(container: string, restart: number, fingerprint: string): string {

@@ -1,10 +1,22 @@
 // A record the shaping stage made: one line whose safe offset had to be held
 // back, several lines joined into one event, or a line with parsed fields or
 // masked text. Only pods that turn shaping on ever make one.
-import type { Fields, FileMeta, LogRecord, Stream } from './record.ts';
+import type { CriRecord, Fields, FileMeta, LogRecord, Stream } from './record.ts';
 
 /** Rebuilds a record's fields from its (final, masked) message; the same message always gives the same fields. */
 export type FieldsOf = (message: string) => Fields | undefined;
+
+/** How a shaper's JSON records get their fields: one per shaper, shared by its records. */
+export interface JsonFields {
+  readonly fieldsOf: FieldsOf;
+  /** The bounds they were decided with (encoders that read the bytes themselves must decide alike). */
+  readonly maxFields: number;
+  readonly maxDepth: number;
+  /** The fields are the message's JSON as it stands: no mask rewrote values inside them. */
+  readonly verbatim: boolean;
+  /** The message's bytes were found a JSON object within the bounds without JSON.parse (encode/json-anyvalue.ts): a reader of the bytes may trust it. */
+  readonly scanned: boolean;
+}
 
 // The encoders ask one record for its fields several times in a row; the
 // same message and parser give the same fields, whichever record asks.
@@ -18,7 +30,8 @@ let lastFields: Fields | undefined;
  * JSON line (dozens of small objects each) would be promoted to the old
  * generation with it. Measured on bench:sidecar's shaped corpus, keeping them
  * put the garbage collector at a third of the sidecar's CPU. Parsing again is
- * cheaper, and its garbage dies young.
+ * cheaper, and its garbage dies young; the OTLP encoder does not parse at all
+ * (encode/json-anyvalue.ts).
  */
 export class ShapedRecord implements LogRecord {
   constructor(
@@ -27,26 +40,35 @@ export class ShapedRecord implements LogRecord {
     readonly offset: number,
     readonly ts: string,
     readonly stream: Stream,
-    readonly message: string,
+    /** The message; undefined when it is `origin`'s, decoded only if asked for. */
+    private readonly text: string | undefined,
     readonly size: number,
     readonly safe: number,
     readonly flags: number,
     readonly lines?: number,
     /** Set when the message is a JSON object within the bounds. */
-    private readonly fieldsOf?: FieldsOf,
+    readonly json?: JsonFields,
+    /** The parsed line whose bytes (valid UTF-8) are this record's message, when it is one unchanged line. */
+    readonly origin?: CriRecord,
   ) {}
 
+  get message(): string {
+    return this.text ?? this.origin!.message;
+  }
+
   get fields(): Fields | undefined {
-    if (this.fieldsOf === undefined) return undefined;
-    if (lastMessage !== this.message || lastParser !== this.fieldsOf) {
-      lastFields = this.fieldsOf(this.message);
-      lastMessage = this.message;
-      lastParser = this.fieldsOf;
+    const json = this.json;
+    if (json === undefined) return undefined;
+    const message = this.message;
+    if (lastMessage !== message || lastParser !== json.fieldsOf) {
+      lastFields = json.fieldsOf(message);
+      lastMessage = message;
+      lastParser = json.fieldsOf;
     }
     return lastFields;
   }
 
   withSafe(safe: number): ShapedRecord {
-    return new ShapedRecord(this.file, this.offset, this.ts, this.stream, this.message, this.size, safe, this.flags, this.lines, this.fieldsOf);
+    return new ShapedRecord(this.file, this.offset, this.ts, this.stream, this.text, this.size, safe, this.flags, this.lines, this.json, this.origin);
   }
 }

@@ -14,8 +14,10 @@
 // (`FileShape.owed`), so a file's checkpoint still reaches its end.
 import { ConfigError } from '../config.ts';
 import type { Stats } from '../stats.ts';
-import type { FileMeta, LogRecord, Stream } from '../records/record.ts';
-import { ShapedRecord, type FieldsOf } from '../records/shaped.ts';
+import { JSON_OK, JSON_PLAIN, scanJson } from '../encode/json-anyvalue.ts';
+import { CriRecord, type FileMeta, type LogRecord, type Stream } from '../records/record.ts';
+import { ShapedRecord, type JsonFields } from '../records/shaped.ts';
+import { utf8Valid } from '../records/utf8.ts';
 import { parseJsonFields } from './json.ts';
 import { Masker, type MaskState } from './mask.ts';
 import { Joiner, type Slot } from './multiline.ts';
@@ -48,7 +50,8 @@ export class Shaper {
   private readonly masker: Masker | undefined;
   private readonly json: JsonSettings | undefined;
   private readonly files = new Map<FileMeta, FileShape>();
-  private readonly fieldsOf: FieldsOf;
+  private readonly jsonFields: JsonFields | undefined;
+  private readonly jsonScanned: JsonFields | undefined;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -63,11 +66,18 @@ export class Shaper {
     const json = settings.json;
     const quiet = settings.mask ? new Masker(settings.mask) : undefined;
     // The same parse and masks as shape(), on a masker of its own so that nothing is counted twice.
-    this.fieldsOf = (message) => {
-      const parsed = json ? parseJsonFields(message, json) : 'plain';
-      if (typeof parsed !== 'object') return undefined;
-      return quiet ? quiet.fields(parsed.fields) : parsed.fields;
+    this.jsonFields = json && {
+      fieldsOf: (message) => {
+        const parsed = parseJsonFields(message, json);
+        if (typeof parsed !== 'object') return undefined;
+        return quiet ? quiet.fields(parsed.fields) : parsed.fields;
+      },
+      maxFields: json.maxFields,
+      maxDepth: json.maxDepth,
+      verbatim: !quiet,
+      scanned: false,
     };
+    this.jsonScanned = this.jsonFields && { ...this.jsonFields, scanned: true };
   }
 
   /** The source's emit: lines in, shaped records out. */
@@ -193,7 +203,9 @@ export class Shaper {
       if (r.safe > safe && r.safe > f.owed) f.owed = r.safe;
       if (safe === r.safe) continue;
       // Only the source's own records are not ShapedRecords, and they carry no fields.
-      out[i] = r instanceof ShapedRecord ? r.withSafe(safe) : new ShapedRecord(r.file, r.offset, r.ts, r.stream, r.message, r.size, safe, r.flags, r.lines);
+      if (r instanceof ShapedRecord) out[i] = r.withSafe(safe);
+      else if (r instanceof CriRecord && utf8Valid(r.src, r.msgAt, r.msgEnd)) out[i] = new ShapedRecord(r.file, r.offset, r.ts, r.stream, undefined, r.size, safe, r.flags, undefined, undefined, r);
+      else out[i] = new ShapedRecord(r.file, r.offset, r.ts, r.stream, r.message, r.size, safe, r.flags, (r as LogRecord).lines);
     }
     return out;
   }
@@ -207,6 +219,16 @@ export class Shaper {
     let flags = first.flags;
     if (lines.length === 1) {
       if (!this.masker && !this.json) return first;
+      // Decided on the line's bytes, without making it a string: most lines are no JSON, and most JSON lines need no JSON.parse.
+      if (!this.masker && first instanceof CriRecord && utf8Valid(first.src, first.msgAt, first.msgEnd)) {
+        const json = this.json!;
+        const verdict = scanJson(first.src, first.msgAt, first.msgEnd, json.maxFields, json.maxDepth);
+        if (verdict === JSON_PLAIN) return first;
+        if (verdict === JSON_OK) {
+          this.stats.jsonRecords++;
+          return new ShapedRecord(first.file, first.offset, first.ts, first.stream, undefined, size, safe, flags, undefined, this.jsonScanned, first);
+        }
+      }
       message = first.message;
     } else {
       const parts: string[] = [];
@@ -222,19 +244,24 @@ export class Shaper {
     }
     const maskedBefore = this.masker?.matches ?? 0;
     if (this.masker) message = this.masker.pem ? this.masker.textIn(message, this.fileOf(first.file).masks[first.stream]) : this.masker.text(message);
-    let fieldsOf: FieldsOf | undefined;
+    let json: JsonFields | undefined;
     if (this.json) {
       const parsed = parseJsonFields(message, this.json);
       if (typeof parsed === 'object') {
         // Parsed here to decide and to count what the masks replace; kept as a way to parse again (see ShapedRecord).
         if (this.masker) this.masker.fields(parsed.fields);
-        fieldsOf = this.fieldsOf;
+        json = this.jsonFields;
         this.stats.jsonRecords++;
       } else if (parsed === 'too-wide') this.stats.jsonTooWide++;
     }
-    if (this.masker) this.stats.masked += this.masker.matches - maskedBefore;
-    // Nothing changed: the line goes on as the source made it (a CriRecord keeps its bytes for the encoders).
-    if (lines.length === 1 && fieldsOf === undefined && message === first.message) return first;
-    return new ShapedRecord(first.file, first.offset, first.ts, first.stream, message, size, safe, flags, lines.length > 1 ? lines.length : undefined, fieldsOf);
+    const masked = this.masker !== undefined && this.masker.matches > maskedBefore;
+    if (masked) this.stats.masked += this.masker!.matches - maskedBefore;
+    if (lines.length === 1 && !masked) {
+      // Nothing changed: the line goes on as the source made it (a CriRecord keeps its bytes for the encoders).
+      if (json === undefined) return first;
+      const origin = first instanceof CriRecord && utf8Valid(first.src, first.msgAt, first.msgEnd) ? first : undefined;
+      return new ShapedRecord(first.file, first.offset, first.ts, first.stream, origin ? undefined : message, size, safe, flags, undefined, json, origin);
+    }
+    return new ShapedRecord(first.file, first.offset, first.ts, first.stream, message, size, safe, flags, lines.length > 1 ? lines.length : undefined, json);
   }
 }
