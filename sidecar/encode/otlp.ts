@@ -18,7 +18,7 @@ import { ShapedRecord } from '../records/shaped.ts';
 import { utf8Valid } from '../records/utf8.ts';
 import { BodyBuilder } from './body.ts';
 import { metadataFields } from './document.ts';
-import { JSON_OK, T_ARRAY, T_BOOL, T_DOUBLE, T_INT, T_KEY, T_KVLIST, T_STRING, T_VALUE, T_VALUES, measureJson, numberSize, severityAt, valueAt, varintSize, writeJson, writeNumber } from './json-anyvalue.ts';
+import { T_ARRAY, T_BOOL, T_DOUBLE, T_INT, T_KEY, T_KVLIST, T_STRING, T_VALUE, T_VALUES, measureJson, numberSize, severityAt, valueAt, varintSize, writeJson, writeNumber } from './json-anyvalue.ts';
 
 // Wire types: 0 varint, 1 fixed64, 2 length-delimited.
 const tag = (field: number, wire: number) => (field << 3) | wire;
