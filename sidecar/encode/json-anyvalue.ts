@@ -72,17 +72,24 @@ export function writeNumber(body: BodyBuilder, v: number): void {
 const scratch = new DataView(new ArrayBuffer(8));
 
 function putVarint(v: number): void {
+  const buf = ob;
+  let at = o;
   while (v > 0x7f) {
-    ob[o++] = (v % 128) | 0x80;
+    buf[at++] = (v % 128) | 0x80;
     v = Math.floor(v / 128);
   }
-  ob[o++] = v;
+  buf[at++] = v;
+  o = at;
 }
 
 /** src bytes [s, e): a loop for the short runs (keys, most values), one native copy for the rest. */
 function putBytes(s: number, e: number): void {
   if (e - s < 32) {
-    for (let i = s; i < e; i++) ob[o++] = b[i]!;
+    const buf = ob;
+    const src = b;
+    let at = o;
+    for (let i = s; i < e; i++) buf[at++] = src[i]!;
+    o = at;
     return;
   }
   ob.set(b.subarray(s, e), o);
@@ -116,7 +123,10 @@ let status = JSON_OK;
 let count = 0;
 let limit = 0;
 let maxDepth = 0;
-let sizes: number[] = [];
+/** The lengths measure pushes and write reads, in one order; kept from line to line (a JS array set back to length 0 gives up its storage, and grew again per line). */
+let sizes = new Int32Array(1024);
+/** Measure: the next free slot. */
+let wr = 0;
 let rd = 0;
 /** Write: the buffer and offset the body claimed for the value. */
 let ob: Buffer = Buffer.alloc(0);
@@ -134,12 +144,18 @@ function fail(code: number): void {
   if (status === JSON_OK) status = code;
 }
 
+// The loops below copy the module's state into locals: module bindings are
+// context slots, reloaded on every access, and these loops run per byte.
 function skipWs(): void {
-  while (p < end) {
-    const c = b[p]!;
-    if (c === 32 || c === 10 || c === 13 || c === 9) p++;
-    else return;
+  const buf = b;
+  const n = end;
+  let i = p;
+  while (i < n) {
+    const c = buf[i]!;
+    if (c !== 32 && c !== 10 && c !== 13 && c !== 9) break;
+    i++;
   }
+  p = i;
 }
 
 /**
@@ -148,22 +164,25 @@ function skipWs(): void {
  * no JSON string (unterminated, a raw control character, a bad escape).
  */
 function skipString(): number {
+  const buf = b;
+  const n = end;
   let i = p + 1;
   let escaped = false;
-  while (i < end) {
-    const c = b[i]!;
+  while (i < n) {
+    const c = buf[i]!;
     if (c === 34) {
       p = i + 1;
       return escaped ? -(i + 1) : i + 1;
     }
-    if (c < 0x20) return 0;
     if (c === 92) {
+      if (i + 1 >= n) return 0;
       escaped = true;
-      const x = b[i + 1];
+      const x = buf[i + 1]!;
       if (x === 117) {
+        if (i + 6 > n) return 0;
         for (let k = i + 2; k < i + 6; k++) {
-          const h = b[k];
-          if (h === undefined || k >= end || !((h >= 48 && h <= 57) || (h >= 65 && h <= 70) || (h >= 97 && h <= 102))) return 0;
+          const h = buf[k]!;
+          if (!((h >= 48 && h <= 57) || (h >= 65 && h <= 70) || (h >= 97 && h <= 102))) return 0;
         }
         i += 6;
         continue;
@@ -174,6 +193,7 @@ function skipString(): number {
       }
       return 0;
     }
+    if (c < 0x20) return 0;
     i++;
   }
   return 0;
@@ -196,7 +216,7 @@ function stringValue(): number {
   if (r > 0) {
     const n = e - 1 - (s + 1);
     if (mode === 1) {
-      sizes.push(n);
+      sizes[slots(1)] = n;
       return 1 + varintSize(n) + n;
     }
     ob[o++] = T_STRING;
@@ -207,7 +227,7 @@ function stringValue(): number {
   const v = unescape(s, e);
   if (mode === 1) {
     const n = Buffer.byteLength(v, 'utf8');
-    sizes.push(n);
+    sizes[slots(1)] = n;
     return 1 + varintSize(n) + n;
   }
   ob[o++] = T_STRING;
@@ -229,58 +249,61 @@ const NULL = [110, 117, 108, 108];
 const POW10 = [1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15];
 
 function numberValue(): number {
+  const buf = b;
+  const n = end;
   const s = p;
+  let i = p;
   let simple = true;
   /** Digits after the point of a number without exponent; -1: none or an exponent. */
   let fraction = -1;
-  if (b[p] === 45) p++;
-  const first = b[p];
-  if (first === 48) p++;
-  else if (first !== undefined && p < end && first >= 49 && first <= 57) while (p < end && b[p]! >= 48 && b[p]! <= 57) p++;
+  if (i < n && buf[i] === 45) i++;
+  if (i < n && buf[i] === 48) i++;
+  else if (i < n && buf[i]! >= 49 && buf[i]! <= 57) while (i < n && buf[i]! >= 48 && buf[i]! <= 57) i++;
   else {
     fail(JSON_PLAIN);
     return 0;
   }
-  if (p < end && b[p] === 46) {
+  if (i < n && buf[i] === 46) {
     simple = false;
-    p++;
-    const at = p;
-    while (p < end && b[p]! >= 48 && b[p]! <= 57) p++;
-    if (p === at) {
+    i++;
+    const at = i;
+    while (i < n && buf[i]! >= 48 && buf[i]! <= 57) i++;
+    if (i === at) {
       fail(JSON_PLAIN);
       return 0;
     }
-    fraction = p - at;
+    fraction = i - at;
   }
-  if (p < end && (b[p] === 101 || b[p] === 69)) {
+  if (i < n && (buf[i] === 101 || buf[i] === 69)) {
     simple = false;
     fraction = -1;
-    p++;
-    if (p < end && (b[p] === 43 || b[p] === 45)) p++;
-    const at = p;
-    while (p < end && b[p]! >= 48 && b[p]! <= 57) p++;
-    if (p === at) {
+    i++;
+    if (i < n && (buf[i] === 43 || buf[i] === 45)) i++;
+    const at = i;
+    while (i < n && buf[i]! >= 48 && buf[i]! <= 57) i++;
+    if (i === at) {
       fail(JSON_PLAIN);
       return 0;
     }
   }
+  p = i;
   if (mode === 0) return 0;
   let v: number;
-  const digits = p - s - (b[s] === 45 ? 1 : 0) - (fraction >= 0 ? 1 : 0);
+  const digits = i - s - (buf[s] === 45 ? 1 : 0) - (fraction >= 0 ? 1 : 0);
   if ((simple || fraction >= 0) && digits <= 15) {
     // At most 15 digits make an integer below 2^53, and a power of ten up to
     // 10^22 is exact: their quotient is correctly rounded, as JSON.parse's is.
     let neg = false;
-    let i = s;
-    if (b[i] === 45) {
+    let k = s;
+    if (buf[k] === 45) {
       neg = true;
-      i++;
+      k++;
     }
     v = 0;
-    for (; i < p; i++) if (b[i] !== 46) v = v * 10 + (b[i]! - 48);
+    for (; k < i; k++) if (buf[k] !== 46) v = v * 10 + (buf[k]! - 48);
     if (fraction > 0) v /= POW10[fraction]!;
     if (neg) v = -v;
-  } else v = Number(Buffer.from(b.buffer, b.byteOffset + s, p - s).toString('latin1'));
+  } else v = Number(Buffer.from(buf.buffer, buf.byteOffset + s, i - s).toString('latin1'));
   if (mode === 1) return numberSize(v);
   putNumber(v);
   return 0;
@@ -322,10 +345,9 @@ function value(depth: number): number {
 
 function array(depth: number): number {
   p++;
-  const at = sizes.length;
+  const at = mode === 1 ? slots(1) : 0;
   let list = 0;
-  if (mode === 1) sizes.push(0);
-  else if (mode === 2) {
+  if (mode === 2) {
     ob[o++] = T_ARRAY;
     putVarint(sizes[rd++]!);
   }
@@ -340,8 +362,7 @@ function array(depth: number): number {
       return 0;
     }
     if (mode === 1) {
-      const slot = sizes.length;
-      sizes.push(0);
+      const slot = slots(1);
       const a = value(depth);
       sizes[slot] = a;
       list += 1 + varintSize(a) + a;
@@ -366,6 +387,18 @@ function array(depth: number): number {
   }
 }
 
+/** Reserves `n` slots of `sizes`; returns the first. */
+function slots(n: number): number {
+  const at = wr;
+  wr += n;
+  if (wr > sizes.length) {
+    const grown = new Int32Array(Math.max(sizes.length * 2, wr));
+    grown.set(sizes);
+    sizes = grown;
+  }
+  return at;
+}
+
 function finishList(at: number, list: number): number {
   sizes[at] = list;
   return 1 + varintSize(list) + list;
@@ -373,11 +406,10 @@ function finishList(at: number, list: number): number {
 
 function object(depth: number): number {
   p++;
-  const at = sizes.length;
+  const at = mode === 1 ? slots(1) : 0;
   const base = keyTop;
   let list = 0;
-  if (mode === 1) sizes.push(0);
-  else if (mode === 2) {
+  if (mode === 2) {
     ob[o++] = T_KVLIST;
     putVarint(sizes[rd++]!);
   }
@@ -415,8 +447,7 @@ function object(depth: number): number {
     p++;
     if (mode === 1) {
       if (depth === 1) noteSeverity(ks, ke);
-      const slot = sizes.length;
-      sizes.push(0, 0, 0);
+      const slot = slots(3);
       const kn = ke - ks;
       const a = value(depth);
       const kv = 1 + varintSize(kn) + kn + 1 + varintSize(a) + a;
@@ -455,10 +486,11 @@ function object(depth: number): number {
 /** Records the key [ks, ke) of the object whose keys start at `base`; false (and SLOW) when the object path could order or merge it differently. */
 function newKey(base: number, ks: number, ke: number): boolean {
   // An integer-like key goes first in an object's key order, so the object path would move it.
+  const buf = b;
   let hash = 0x811c9dc5;
   let digits = ke > ks;
   for (let i = ks; i < ke; i++) {
-    const c = b[i]!;
+    const c = buf[i]!;
     if (c < 48 || c > 57) digits = false;
     hash = Math.imul(hash ^ c, 0x01000193);
   }
@@ -517,32 +549,28 @@ export function scanJson(src: Uint8Array, s: number, e: number, maxFields: numbe
 
 /**
  * Measures the object at [s, e) as an AnyValue: its length (tag included),
- * every inner length pushed onto `into` for writeJson, and where the root's
+ * every inner length kept for writeJson, and where the root's
  * `keys` values start in severityAt. Negative: one of the JSON_ codes, and
  * nothing to write. `scanned`: scanJson said JSON_OK for these bytes and
  * bounds, so their keys need no second look.
  */
-export function measureJson(src: Uint8Array, s: number, e: number, maxFields: number, maxDepth: number, scanned: boolean, into: number[], keys: readonly Uint8Array[]): number {
-  sizes = into;
+export function measureJson(src: Uint8Array, s: number, e: number, maxFields: number, maxDepth: number, scanned: boolean, keys: readonly Uint8Array[]): number {
+  wr = 0;
   severityKeys = keys;
   severityAt.fill(-1);
-  const r = run(src, s, e, 1, maxFields, maxDepth, scanned);
-  sizes = [];
-  return r;
+  return run(src, s, e, 1, maxFields, maxDepth, scanned);
 }
 
-/** Writes the AnyValue of `length` bytes that measureJson measured, with the lengths it pushed. */
-export function writeJson(body: BodyBuilder, src: Uint8Array, s: number, e: number, maxFields: number, maxDepth: number, length: number, measured: number[]): void {
+/** Writes the AnyValue of `length` bytes that the last measureJson measured, with the lengths it kept. */
+export function writeJson(body: BodyBuilder, src: Uint8Array, s: number, e: number, maxFields: number, maxDepth: number, length: number): void {
   const at = body.claim(length);
   ob = body.buffer;
   o = at;
-  sizes = measured;
   rd = 0;
   try {
     run(src, s, e, 2, maxFields, maxDepth, true);
-    if (o !== at + length) throw new Error(`JSON value written as ${o - at} bytes, measured ${length}`);
+    if (o !== at + length || rd !== wr) throw new Error(`JSON value written as ${o - at} bytes, measured ${length}`);
   } finally {
-    sizes = [];
     ob = EMPTY;
   }
 }

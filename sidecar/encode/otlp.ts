@@ -307,14 +307,19 @@ const NUMERIC_LEVELS: Record<number, [number, string]> = { 10: [1, 'trace'], 20:
 /** OpenTelemetry's severity of a record from its first level-like field; undefined when none is recognised. */
 export function severityOf(fields: Fields): { number: number; text: string } | undefined {
   for (const key of SEVERITY_KEYS) {
-    const v = fields[key];
-    if (typeof v === 'string') {
-      const n = SEVERITY_NUMBERS[v.trim().toLowerCase()];
-      if (n !== undefined) return { number: n, text: v };
-    } else if (typeof v === 'number') {
-      const n = NUMERIC_LEVELS[v];
-      if (n !== undefined) return { number: n[0], text: n[1] };
-    }
+    const s = severityOfValue(fields[key]);
+    if (s) return s;
+  }
+  return undefined;
+}
+
+function severityOfValue(v: unknown): { number: number; text: string } | undefined {
+  if (typeof v === 'string') {
+    const n = SEVERITY_NUMBERS[v.trim().toLowerCase()];
+    if (n !== undefined) return { number: n, text: v };
+  } else if (typeof v === 'number') {
+    const n = NUMERIC_LEVELS[v];
+    if (n !== undefined) return { number: n[0], text: n[1] };
   }
   return undefined;
 }
@@ -323,12 +328,13 @@ const SEVERITY_KEY_BYTES = SEVERITY_KEYS.map((k) => Buffer.from(k, 'utf8'));
 
 /** severityOf() over the root's level-like values measureJson found in `src` (before `e`). */
 function severityFound(src: Buffer, e: number): { number: number; text: string } | undefined {
-  let found: Record<string, FieldValue> | undefined;
   for (let k = 0; k < SEVERITY_KEYS.length; k++) {
     const at = severityAt[k]!;
-    if (at >= 0) (found ??= {})[SEVERITY_KEYS[k]!] = valueAt(src, at, e) as FieldValue;
+    if (at < 0) continue;
+    const s = severityOfValue(valueAt(src, at, e));
+    if (s) return s;
   }
-  return found && severityOf(found);
+  return undefined;
 }
 
 /** A LogRecord attribute, tag and length included. */
@@ -443,16 +449,18 @@ export class OtlpEncoder {
     let e = 0;
     let text = '';
     let n: number;
-    if (r instanceof CriRecord && utf8Valid(r.src, r.msgAt, r.msgEnd)) {
-      src = r.src;
-      s = r.msgAt;
-      e = r.msgEnd;
+    // A shaped record's origin is the line whose bytes are its message (a record whose checkpoint had to be held back).
+    const cri = r instanceof CriRecord ? r : r instanceof ShapedRecord ? r.origin : undefined;
+    if (cri && utf8Valid(cri.src, cri.msgAt, cri.msgEnd)) {
+      src = cri.src;
+      s = cri.msgAt;
+      e = cri.msgEnd;
       n = e - s;
     } else {
       text = r.message;
       n = Buffer.byteLength(text, 'utf8');
     }
-    if (!(r instanceof CriRecord && this.timeOfBytes(r.src, r.tsAt, r.tsEnd))) {
+    if (!(cri && this.timeOfBytes(cri.src, cri.tsAt, cri.tsEnd))) {
       const t = parseTimestamp(r.ts) ?? observed;
       this.time(t.sec, t.nanos);
     }
@@ -513,9 +521,8 @@ export class OtlpEncoder {
         src = Buffer.from(r.message, 'utf8');
         e = src.length;
       }
-      anyLen = measureJson(src, s, e, json.maxFields, json.maxDepth, json.scanned, sizes, SEVERITY_KEY_BYTES);
+      anyLen = measureJson(src, s, e, json.maxFields, json.maxDepth, json.scanned, SEVERITY_KEY_BYTES);
       if (anyLen > 0) severity = severityFound(src, e);
-      else sizes.length = 0;
     }
     const fast = anyLen > 0;
     const fields = fast ? undefined : r.fields;
@@ -560,7 +567,7 @@ export class OtlpEncoder {
     }
     body.byte(T_BODY);
     body.varint(anyLen);
-    if (fast) writeJson(body, src!, s, e, json!.maxFields, json!.maxDepth, anyLen, sizes);
+    if (fast) writeJson(body, src!, s, e, json!.maxFields, json!.maxDepth, anyLen);
     else if (fields !== undefined) writeValue(body, fields, sizes, { at: 0 });
     else {
       body.byte(T_STRING);

@@ -28,17 +28,25 @@ export interface Rule {
 }
 
 export class OpenEvent {
-  readonly records: LogRecord[] = [];
+  /** Made with its first line: most events (with a start pattern, every plain line is one) stay one line, and a one-element array is the smallest. */
+  readonly records: LogRecord[];
   /** Lines known to belong; the ones after it are `maybe` lines. */
-  confirmed = 0;
+  confirmed = 1;
   /** Message bytes of the joined record so far, newlines included. */
-  bytes = 0;
+  bytes: number;
   /** When the last line came (Date.now()), for the flush timeout. */
-  lastAt = 0;
+  lastAt: number;
   constructor(
     readonly rule: Rule,
     public state: number,
-  ) {}
+    first: LogRecord,
+    bytes: number,
+    now: number,
+  ) {
+    this.records = [first];
+    this.bytes = bytes;
+    this.lastAt = now;
+  }
 }
 
 const INDENTED = /^[ \t]/;
@@ -224,10 +232,21 @@ export function customRule(pattern: string): Rule {
   } catch (err) {
     throw new ConfigError([`JOBHARVEST_MULTILINE_START is not a valid RE2 pattern: ${(err as Error).message}`]);
   }
+  // A line that ends the open event is asked again at once, as the start of
+  // the next: one match per line, not two (the match is most of the cost).
+  let last: string | undefined;
+  let lastMatched = false;
+  const starts = (line: string): boolean => {
+    if (line !== last) {
+      lastMatched = re.test(line);
+      last = line;
+    }
+    return lastMatched;
+  };
   return {
     name: 'custom',
-    start: (line) => (re.test(line) ? 0 : -1),
-    next: (line) => (re.test(line) ? 'end' : 'join'),
+    start: (line) => (starts(line) ? 0 : -1),
+    next: (line) => (starts(line) ? 'end' : 'join'),
   };
 }
 
@@ -276,10 +295,7 @@ export class Joiner {
       // At a bound: what is there goes as one record, and the event goes on in the next under the same rule and state.
       ev.confirmed = ev.records.length;
       this.close(slot, out);
-      const next = new OpenEvent(ev.rule, ev.state);
-      this.add(next, r, bytes);
-      next.confirmed = 1;
-      slot.ev = next;
+      slot.ev = new OpenEvent(ev.rule, ev.state, r, bytes, this.now());
       if (d === 'last') this.close(slot, out);
       return;
     }
@@ -302,10 +318,7 @@ export class Joiner {
     for (const rule of this.rules) {
       const state = rule.start(line);
       if (state < 0) continue;
-      const ev = new OpenEvent(rule, state);
-      this.add(ev, r, byteLength(r, line));
-      ev.confirmed = 1;
-      slot.ev = ev;
+      slot.ev = new OpenEvent(rule, state, r, byteLength(r, line), this.now());
       return;
     }
     out.push([r]);
@@ -322,7 +335,7 @@ export class Joiner {
     const ev = slot.ev!;
     slot.ev = undefined;
     const n = Math.max(1, ev.confirmed);
-    out.push(ev.records.slice(0, n));
+    out.push(n === ev.records.length ? ev.records : ev.records.slice(0, n));
     for (let i = n; i < ev.records.length; i++) this.feed(slot, ev.records[i]!, out);
   }
 }
