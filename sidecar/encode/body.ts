@@ -239,6 +239,20 @@ export class BodyBuilder {
     return at;
   }
 
+  /** Gives back what a claim did not use: the body ends at `length` again. */
+  truncate(length: number): void {
+    if (length > this.len) throw new RangeError('truncate past the end');
+    this.len = length;
+  }
+
+  /** Puts `head` at `at`, moving what was written from there on along: a message's head written after its content. */
+  insert(at: number, head: Uint8Array): void {
+    this.ensure(head.length);
+    this.buf.copyWithin(at + head.length, at, this.len);
+    this.buf.set(head, at);
+    this.len += head.length;
+  }
+
   /** The buffer claim() made room in; valid until the next call that writes. */
   get buffer(): Buffer {
     return this.buf;

@@ -5,16 +5,17 @@
 // the garbage collector), twice per line (the shaping stage decides with
 // a parse, the encoder parses again).
 //
-// The bytes are read three ways with one grammar: `scanJson` only decides
-// (the shaping stage), `measureJson` pushes every length the write needs, in
-// the order the write reads them, and `writeJson` writes. What the object
-// path (JSON.parse, then otlp.ts's measure and writeValue) would make
-// differently is never guessed at: a line with a duplicate key (JSON.parse
-// keeps the last), an integer-like key (objects list those first), an escaped
-// key, a container deeper than the depth bound (kept as JSON text), more
-// fields than the bound (JSON.parse would have merged duplicate keys before
-// counting) or nesting past MAX_NESTING is answered SLOW, and the caller takes
-// the object path.
+// The bytes are read two ways with one grammar: `scanJson` only decides (the
+// shaping stage), `writeJson` writes. A container's length is known only once
+// its content is written, so the write leaves one byte for it and moves the
+// content along when the length needs more (only containers of 128 bytes or
+// more: the root, mostly). What the object path (JSON.parse, then otlp.ts's
+// measure and writeValue) would make differently is never guessed at: a line
+// with a duplicate key (JSON.parse keeps the last), an integer-like key
+// (objects list those first), an escaped key, a container deeper than the
+// depth bound (kept as JSON text), more fields than the bound (JSON.parse
+// would have merged duplicate keys before counting) or nesting past
+// MAX_NESTING is answered SLOW, and the caller takes the object path.
 // sidecar/test/json-anyvalue.test.ts holds the two paths to the same bytes.
 import type { BodyBuilder } from './body.ts';
 
@@ -82,6 +83,21 @@ function putVarint(v: number): void {
   o = at;
 }
 
+/** Fills in the one byte left at `at` with the length of what was written after it, moving that along if the length takes more. */
+function patch(at: number): void {
+  const n = o - at - 1;
+  if (n < 0x80) {
+    ob[at] = n;
+    return;
+  }
+  const extra = varintSize(n) - 1;
+  ob.copyWithin(at + 1 + extra, at + 1, o);
+  const end = o + extra;
+  o = at;
+  putVarint(n);
+  o = end;
+}
+
 /** src bytes [s, e): a loop for the short runs (keys, most values), one native copy for the rest. */
 function putBytes(s: number, e: number): void {
   if (e - s < 32) {
@@ -117,17 +133,12 @@ function putNumber(v: number): void {
 let b: Uint8Array = new Uint8Array(0);
 let p = 0;
 let end = 0;
-/** 0: decide, 1: measure, 2: write. */
+/** 0: decide, 1: write. */
 let mode = 0;
 let status = JSON_OK;
 let count = 0;
 let limit = 0;
 let maxDepth = 0;
-/** The lengths measure pushes and write reads, in one order; kept from line to line (a JS array set back to length 0 gives up its storage, and grew again per line). */
-let sizes = new Int32Array(1024);
-/** Measure: the next free slot. */
-let wr = 0;
-let rd = 0;
 /** Write: the buffer and offset the body claimed for the value. */
 let ob: Buffer = Buffer.alloc(0);
 let o = 0;
@@ -136,7 +147,7 @@ let trusted = false;
 /** Key hashes of the objects open on the path, for duplicate keys. */
 const keyHashes = new Int32Array(1024);
 let keyTop = 0;
-/** Where the root's severity-like values start (measure only), by SEVERITY_KEYS index; -1: absent. */
+/** Where the root's severity-like values start (write only), by SEVERITY_KEYS index; -1: absent. */
 export const severityAt = [-1, -1, -1];
 let severityKeys: readonly Uint8Array[] = [];
 
@@ -212,26 +223,14 @@ function stringValue(): number {
     return 0;
   }
   if (mode === 0) return 0;
-  const e = r > 0 ? r : -r;
+  ob[o++] = T_STRING;
   if (r > 0) {
-    const n = e - 1 - (s + 1);
-    if (mode === 1) {
-      sizes[slots(1)] = n;
-      return 1 + varintSize(n) + n;
-    }
-    ob[o++] = T_STRING;
-    putVarint(sizes[rd++]!);
-    putBytes(s + 1, e - 1);
+    putVarint(r - 1 - (s + 1));
+    putBytes(s + 1, r - 1);
     return 0;
   }
-  const v = unescape(s, e);
-  if (mode === 1) {
-    const n = Buffer.byteLength(v, 'utf8');
-    sizes[slots(1)] = n;
-    return 1 + varintSize(n) + n;
-  }
-  ob[o++] = T_STRING;
-  putVarint(sizes[rd++]!);
+  const v = unescape(s, -r);
+  putVarint(Buffer.byteLength(v, 'utf8'));
   o += ob.write(v, o);
   return 0;
 }
@@ -304,7 +303,6 @@ function numberValue(): number {
     if (fraction > 0) v /= POW10[fraction]!;
     if (neg) v = -v;
   } else v = Number(Buffer.from(buf.buffer, buf.byteOffset + s, i - s).toString('latin1'));
-  if (mode === 1) return numberSize(v);
   putNumber(v);
   return 0;
 }
@@ -330,7 +328,7 @@ function value(depth: number): number {
       fail(JSON_PLAIN);
       return 0;
     }
-    if (mode === 2) {
+    if (mode === 1) {
       ob[o++] = T_BOOL;
       ob[o++] = c === 116 ? 1 : 0;
     }
@@ -345,16 +343,16 @@ function value(depth: number): number {
 
 function array(depth: number): number {
   p++;
-  const at = mode === 1 ? slots(1) : 0;
-  let list = 0;
-  if (mode === 2) {
+  let lenAt = 0;
+  if (mode === 1) {
     ob[o++] = T_ARRAY;
-    putVarint(sizes[rd++]!);
+    lenAt = o++;
   }
   skipWs();
-  if (b[p] === 93 && p < end) {
+  if (p < end && b[p] === 93) {
     p++;
-    return mode === 1 ? finishList(at, 0) : 0;
+    if (mode === 1) patch(lenAt);
+    return 0;
   }
   for (;;) {
     if (++count > limit) {
@@ -362,14 +360,10 @@ function array(depth: number): number {
       return 0;
     }
     if (mode === 1) {
-      const slot = slots(1);
-      const a = value(depth);
-      sizes[slot] = a;
-      list += 1 + varintSize(a) + a;
-    } else if (mode === 2) {
       ob[o++] = T_VALUES;
-      putVarint(sizes[rd++]!);
+      const at = o++;
       value(depth);
+      patch(at);
     } else value(depth);
     if (status !== JSON_OK) return 0;
     skipWs();
@@ -380,43 +374,27 @@ function array(depth: number): number {
     }
     if (p < end && c === 93) {
       p++;
-      return mode === 1 ? finishList(at, list) : 0;
+      if (mode === 1) patch(lenAt);
+      return 0;
     }
     fail(JSON_PLAIN);
     return 0;
   }
 }
 
-/** Reserves `n` slots of `sizes`; returns the first. */
-function slots(n: number): number {
-  const at = wr;
-  wr += n;
-  if (wr > sizes.length) {
-    const grown = new Int32Array(Math.max(sizes.length * 2, wr));
-    grown.set(sizes);
-    sizes = grown;
-  }
-  return at;
-}
-
-function finishList(at: number, list: number): number {
-  sizes[at] = list;
-  return 1 + varintSize(list) + list;
-}
-
 function object(depth: number): number {
   p++;
-  const at = mode === 1 ? slots(1) : 0;
   const base = keyTop;
-  let list = 0;
-  if (mode === 2) {
+  let lenAt = 0;
+  if (mode === 1) {
     ob[o++] = T_KVLIST;
-    putVarint(sizes[rd++]!);
+    lenAt = o++;
   }
   skipWs();
-  if (b[p] === 125 && p < end) {
+  if (p < end && b[p] === 125) {
     p++;
-    return mode === 1 ? finishList(at, 0) : 0;
+    if (mode === 1) patch(lenAt);
+    return 0;
   }
   for (;;) {
     if (++count > limit) {
@@ -447,23 +425,16 @@ function object(depth: number): number {
     p++;
     if (mode === 1) {
       if (depth === 1) noteSeverity(ks, ke);
-      const slot = slots(3);
-      const kn = ke - ks;
-      const a = value(depth);
-      const kv = 1 + varintSize(kn) + kn + 1 + varintSize(a) + a;
-      sizes[slot] = kv;
-      sizes[slot + 1] = kn;
-      sizes[slot + 2] = a;
-      list += 1 + varintSize(kv) + kv;
-    } else if (mode === 2) {
       ob[o++] = T_VALUES;
-      putVarint(sizes[rd++]!);
+      const kvAt = o++;
       ob[o++] = T_KEY;
-      putVarint(sizes[rd++]!);
+      putVarint(ke - ks);
       putBytes(ks, ke);
       ob[o++] = T_VALUE;
-      putVarint(sizes[rd++]!);
+      const vAt = o++;
       value(depth);
+      patch(vAt);
+      patch(kvAt);
     } else value(depth);
     if (status !== JSON_OK) return 0;
     skipWs();
@@ -476,7 +447,8 @@ function object(depth: number): number {
     if (p < end && c === 125) {
       p++;
       keyTop = base;
-      return mode === 1 ? finishList(at, list) : 0;
+      if (mode === 1) patch(lenAt);
+      return 0;
     }
     fail(JSON_PLAIN);
     return 0;
@@ -530,12 +502,12 @@ function run(src: Uint8Array, s: number, e: number, m: number, maxFields: number
   keyTop = 0;
   while (p < end && (b[p] === 32 || b[p] === 9)) p++;
   if (p >= end || b[p] !== 123) return JSON_PLAIN;
-  const len = object(1);
+  object(1);
   if (status === JSON_OK) {
     skipWs();
     if (p !== end) status = JSON_PLAIN;
   }
-  return status === JSON_OK ? len : status;
+  return status;
 }
 
 /**
@@ -543,40 +515,36 @@ function run(src: Uint8Array, s: number, e: number, m: number, maxFields: number
  * this module encodes itself: JSON_OK, JSON_PLAIN or JSON_SLOW.
  */
 export function scanJson(src: Uint8Array, s: number, e: number, maxFields: number, maxDepth: number): number {
-  const r = run(src, s, e, 0, maxFields, maxDepth, false);
-  return r > 0 ? JSON_OK : r;
+  return run(src, s, e, 0, maxFields, maxDepth, false);
 }
 
 /**
- * Measures the object at [s, e) as an AnyValue: its length (tag included),
- * every inner length kept for writeJson, and where the root's
- * `keys` values start in severityAt. Negative: one of the JSON_ codes, and
- * nothing to write. `scanned`: scanJson said JSON_OK for these bytes and
- * bounds, so their keys need no second look.
+ * Appends the object at [s, e) to `body` as an AnyValue (its kvlist tag
+ * included) and returns its length, noting in severityAt where the root's
+ * `keys` values start. Negative: one of the JSON_ codes, and the body is as
+ * it was. `scanned`: scanJson said JSON_OK for these bytes and bounds, so
+ * their keys need no second look.
  */
-export function measureJson(src: Uint8Array, s: number, e: number, maxFields: number, maxDepth: number, scanned: boolean, keys: readonly Uint8Array[]): number {
-  wr = 0;
-  severityKeys = keys;
-  severityAt.fill(-1);
-  return run(src, s, e, 1, maxFields, maxDepth, scanned);
-}
-
-/** Writes the AnyValue of `length` bytes that the last measureJson measured, with the lengths it kept. */
-export function writeJson(body: BodyBuilder, src: Uint8Array, s: number, e: number, maxFields: number, maxDepth: number, length: number): void {
-  const at = body.claim(length);
+export function writeJson(body: BodyBuilder, src: Uint8Array, s: number, e: number, maxFields: number, maxDepth: number, scanned: boolean, keys: readonly Uint8Array[]): number {
+  // The most a JSON byte can become: "-1," (3 bytes) is a 13-byte element.
+  const room = 5 * (e - s) + 64;
+  const at = body.claim(room);
   ob = body.buffer;
   o = at;
-  rd = 0;
+  severityKeys = keys;
+  severityAt.fill(-1);
   try {
-    run(src, s, e, 2, maxFields, maxDepth, true);
-    if (o !== at + length || rd !== wr) throw new Error(`JSON value written as ${o - at} bytes, measured ${length}`);
+    const r = run(src, s, e, 1, maxFields, maxDepth, scanned);
+    if (o > at + room) throw new Error(`JSON value written past its room (${o - at} > ${room} bytes)`);
+    body.truncate(r === JSON_OK ? o : at);
+    return r === JSON_OK ? o - at : r;
   } finally {
     ob = EMPTY;
   }
 }
 const EMPTY = Buffer.alloc(0);
 
-/** The JSON value starting at `at` in the bytes last measured, as JSON.parse gives it (for a severity field). */
+/** The JSON value starting at `at` in the bytes last written, as JSON.parse gives it (for a severity field). */
 export function valueAt(src: Uint8Array, at: number, e: number): unknown {
   b = src;
   p = at;

@@ -18,7 +18,7 @@ import { ShapedRecord } from '../records/shaped.ts';
 import { utf8Valid } from '../records/utf8.ts';
 import { BodyBuilder } from './body.ts';
 import { metadataFields } from './document.ts';
-import { T_ARRAY, T_BOOL, T_DOUBLE, T_INT, T_KEY, T_KVLIST, T_STRING, T_VALUE, T_VALUES, measureJson, numberSize, severityAt, valueAt, varintSize, writeJson, writeNumber } from './json-anyvalue.ts';
+import { T_ARRAY, T_BOOL, T_DOUBLE, T_INT, T_KEY, T_KVLIST, T_STRING, T_VALUE, T_VALUES, numberSize, severityAt, valueAt, varintSize, writeJson, writeNumber } from './json-anyvalue.ts';
 
 // Wire types: 0 varint, 1 fixed64, 2 length-delimited.
 const tag = (field: number, wire: number) => (field << 3) | wire;
@@ -384,6 +384,8 @@ export class OtlpEncoder {
   private hi = 0;
   /** Scratch for shapedRecord's lengths, reused from record to record. */
   private readonly sizes: number[] = [];
+  /** Scratch for the head of a record whose body was written first. */
+  private readonly head = new BodyBuilder(256);
 
   constructor(
     private readonly identity: Identity,
@@ -502,15 +504,15 @@ export class OtlpEncoder {
       this.time(t.sec, t.nanos);
     }
     const p = this.lastParts!;
-    // Every length first (the body's tree into `sizes`), then the bytes straight into the body: no message of its own per record or field.
-    const sizes = this.sizes;
-    sizes.length = 0;
-    // A JSON record's body straight from its bytes when they are the fields as they stand (no mask rewrote values); else from its parsed fields.
+    // A JSON record's body straight from its bytes when they are the fields as
+    // they stand (no mask rewrote values): written first, at the end of the
+    // body, its record's head put in front of it once its length is known.
     const json = r instanceof ShapedRecord ? r.json : undefined;
     let src: Buffer | undefined;
     let s = 0;
     let e = 0;
     let anyLen = -1;
+    const bodyAt = body.length;
     let severity: { number: number; text: string } | undefined;
     if (json?.verbatim) {
       if (origin) {
@@ -521,13 +523,16 @@ export class OtlpEncoder {
         src = Buffer.from(r.message, 'utf8');
         e = src.length;
       }
-      anyLen = measureJson(src, s, e, json.maxFields, json.maxDepth, json.scanned, SEVERITY_KEY_BYTES);
+      anyLen = writeJson(body, src, s, e, json.maxFields, json.maxDepth, json.scanned, SEVERITY_KEY_BYTES);
       if (anyLen > 0) severity = severityFound(src, e);
     }
     const fast = anyLen > 0;
     const fields = fast ? undefined : r.fields;
     const message = fast ? '' : r.message;
     const n = fast ? e - s : Buffer.byteLength(message, 'utf8');
+    // Otherwise every length first (the fields' tree into `sizes`), then the bytes straight into the body.
+    const sizes = this.sizes;
+    sizes.length = 0;
     if (!fast) {
       severity = fields !== undefined ? severityOf(fields) : undefined;
       anyLen = fields !== undefined ? measure(fields, sizes) : 1 + varintSize(n) + n;
@@ -553,21 +558,23 @@ export class OtlpEncoder {
       (origKv > 0 ? 1 + varintSize(origKv) + origKv : 0) +
       (linesKv > 0 ? 1 + varintSize(linesKv) + linesKv : 0) +
       9;
-    body.byte(T_LOG_RECORD);
-    body.varint(len);
-    body.byte(T_TIME);
-    body.fixed64(this.lo, this.hi);
+    const head = fast ? this.head : body;
+    if (fast) head.truncate(0);
+    head.byte(T_LOG_RECORD);
+    head.varint(len);
+    head.byte(T_TIME);
+    head.fixed64(this.lo, this.hi);
     if (severity) {
-      body.byte(T_SEVERITY_NUMBER);
-      body.varint(severity.number);
+      head.byte(T_SEVERITY_NUMBER);
+      head.varint(severity.number);
       const sn = Buffer.byteLength(severity.text, 'utf8');
-      body.byte(T_SEVERITY_TEXT);
-      body.varint(sn);
-      body.utf8(severity.text, sn);
+      head.byte(T_SEVERITY_TEXT);
+      head.varint(sn);
+      head.utf8(severity.text, sn);
     }
-    body.byte(T_BODY);
-    body.varint(anyLen);
-    if (fast) writeJson(body, src!, s, e, json!.maxFields, json!.maxDepth, anyLen);
+    head.byte(T_BODY);
+    head.varint(anyLen);
+    if (fast) body.insert(bodyAt, head.finish());
     else if (fields !== undefined) writeValue(body, fields, sizes, { at: 0 });
     else {
       body.byte(T_STRING);
