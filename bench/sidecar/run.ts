@@ -294,7 +294,7 @@ async function benchSidecarShaped(corpus: Corpus, parse: boolean): Promise<Row> 
       endpoint: receiver.url,
       settings,
       cpus: SENDER_CPUS,
-      extraEnv: { NODE_OPTIONS: '--cpu-prof --cpu-prof-dir=/tmp/prof' },
+      extraEnv: process.env.SC_NODE_OPTIONS ? { NODE_OPTIONS: process.env.SC_NODE_OPTIONS } : {},
     });
     const sampler = new Sampler(sidecar.pid);
     let usage: ProcSample;
