@@ -39,8 +39,13 @@ export interface LogRecord {
   readonly message: string;
   /** Bytes of the file that this record's lines take, newline included. */
   readonly size: number;
-  /** The checkpoint may advance to this offset once this record is acknowledged. */
-  readonly safe: number;
+  /**
+   * The checkpoint may advance to this offset once this record is
+   * acknowledged. Not readonly: the shaping stage lowers it in place, before
+   * the record is handed on, while lines before it are still held (remaking
+   * the record would cost an object per line of a busy stream).
+   */
+  safe: number;
   readonly flags: number;
   /** JSON parsing on and the message is a JSON object: its fields. The message stays the line as written. */
   readonly fields?: Fields;
@@ -73,7 +78,7 @@ export class CriRecord implements LogRecord {
     readonly tsAt: number,
     readonly msgEnd: number,
     private readonly bits: number,
-    readonly safe: number,
+    public safe: number,
   ) {}
 
   /**

@@ -38,12 +38,13 @@ export class ShapedRecord implements LogRecord {
     readonly file: FileMeta,
     /** The first line's offset: a restart that re-reads and re-joins the same lines gives the same id. */
     readonly offset: number,
-    readonly ts: string,
+    /** The timestamp; undefined when it is `origin`'s, decoded only if asked for. */
+    private readonly stamp: string | undefined,
     readonly stream: Stream,
     /** The message; undefined when it is `origin`'s, decoded only if asked for. */
     private readonly text: string | undefined,
     readonly size: number,
-    readonly safe: number,
+    public safe: number,
     readonly flags: number,
     readonly lines?: number,
     /** Set when the message is a JSON object within the bounds. */
@@ -51,6 +52,10 @@ export class ShapedRecord implements LogRecord {
     /** The parsed line whose bytes (valid UTF-8) are this record's message, when it is one unchanged line. */
     readonly origin?: CriRecord,
   ) {}
+
+  get ts(): string {
+    return this.stamp ?? this.origin!.ts;
+  }
 
   get message(): string {
     return this.text ?? this.origin!.message;
@@ -68,7 +73,4 @@ export class ShapedRecord implements LogRecord {
     return lastFields;
   }
 
-  withSafe(safe: number): ShapedRecord {
-    return new ShapedRecord(this.file, this.offset, this.ts, this.stream, this.text, this.size, safe, this.flags, this.lines, this.json, this.origin);
-  }
 }

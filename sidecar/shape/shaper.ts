@@ -201,11 +201,8 @@ export class Shaper {
       const f = this.fileOf(r.file);
       const safe = Math.min(Math.max(r.safe, f.owed), limit[i]!);
       if (r.safe > safe && r.safe > f.owed) f.owed = r.safe;
-      if (safe === r.safe) continue;
-      // Only the source's own records are not ShapedRecords, and they carry no fields.
-      if (r instanceof ShapedRecord) out[i] = r.withSafe(safe);
-      else if (r instanceof CriRecord && utf8Valid(r.src, r.msgAt, r.msgEnd)) out[i] = new ShapedRecord(r.file, r.offset, r.ts, r.stream, undefined, r.size, safe, r.flags, undefined, undefined, r);
-      else out[i] = new ShapedRecord(r.file, r.offset, r.ts, r.stream, r.message, r.size, safe, r.flags, (r as LogRecord).lines);
+      // In place: the record is not handed on yet, and no one else holds it.
+      if (safe !== r.safe) r.safe = safe;
     }
     return out;
   }
@@ -226,7 +223,7 @@ export class Shaper {
         if (verdict === JSON_PLAIN) return first;
         if (verdict === JSON_OK) {
           this.stats.jsonRecords++;
-          return new ShapedRecord(first.file, first.offset, first.ts, first.stream, undefined, size, safe, flags, undefined, this.jsonScanned, first);
+          return new ShapedRecord(first.file, first.offset, undefined, first.stream, undefined, size, safe, flags, undefined, this.jsonScanned, first);
         }
       }
       message = first.message;
@@ -260,7 +257,7 @@ export class Shaper {
       // Nothing changed: the line goes on as the source made it (a CriRecord keeps its bytes for the encoders).
       if (json === undefined) return first;
       const origin = first instanceof CriRecord && utf8Valid(first.src, first.msgAt, first.msgEnd) ? first : undefined;
-      return new ShapedRecord(first.file, first.offset, first.ts, first.stream, origin ? undefined : message, size, safe, flags, undefined, json, origin);
+      return new ShapedRecord(first.file, first.offset, origin ? undefined : first.ts, first.stream, origin ? undefined : message, size, safe, flags, undefined, json, origin);
     }
     return new ShapedRecord(first.file, first.offset, first.ts, first.stream, message, size, safe, flags, lines.length > 1 ? lines.length : undefined, json);
   }
