@@ -90,9 +90,10 @@ export class Shaper {
         out.push(this.shape([r]));
         continue;
       }
+      // Read from where this line's groups start: setting the length back to 0 per line would give up the array's storage each time.
+      const from = groups.length;
       this.joiner.feed(this.fileOf(r.file).slots[r.stream], r, groups);
-      for (const g of groups) out.push(this.shape(g));
-      groups.length = 0;
+      for (let k = from; k < groups.length; k++) out.push(this.shape(groups[k]!));
     }
     if (this.joiner && !this.timer && this.anyOpen()) this.arm();
     if (out.length > 0) await this.out(this.settle(out));
