@@ -22,6 +22,12 @@ export type Next = 'join' | 'maybe' | 'last' | 'end';
 
 export interface Rule {
   readonly name: string;
+  /**
+   * A start-pattern rule answers from the record alone: a line starts an
+   * event exactly when this says so, and any other line joins the open one.
+   * Set, it replaces start() and next(), and the line need not become a string.
+   */
+  readonly startsEvent?: (r: LogRecord) => boolean;
   /** The state an event starting with this line begins in, or -1: the line starts no event. */
   start(line: string): number;
   next(line: string, ev: OpenEvent): Next;
@@ -243,10 +249,99 @@ export function customRule(pattern: string): Rule {
     }
     return lastMatched;
   };
+  const literals = literalPrefixes(pattern);
   return {
     name: 'custom',
     start: (line) => (starts(line) ? 0 : -1),
     next: (line) => (starts(line) ? 'end' : 'join'),
+    ...(literals && { startsEvent: startsWithAny(literals) }),
+  };
+}
+
+/** Enough for `^(DEBUG|INFO|WARN|ERROR) ` spelled out several ways; more, and the match is left to RE2. */
+const MAX_LITERALS = 64;
+
+/**
+ * The lines an anchored pattern made only of literal characters, escaped
+ * punctuation, groups and alternation starts, as the literal prefixes it
+ * stands for: `^(?:\{|(?:INFO|WARN) )` is "{", "INFO " and "WARN ". Undefined
+ * for anything else (a class, a quantifier, a flag, an alternation outside
+ * a group, which would not be anchored), and those go to RE2. A line matches
+ * such a pattern exactly when it starts with one of them, which a byte
+ * comparison tells without making the line a string or running a matcher.
+ */
+export function literalPrefixes(pattern: string): string[] | undefined {
+  if (!pattern.startsWith('^')) return undefined;
+  let i = 1;
+  let bad = false;
+  const seq = (): string[] => {
+    let acc = [''];
+    while (i < pattern.length && !bad) {
+      const c = pattern[i]!;
+      if (c === ')' || c === '|') break;
+      let part: string[];
+      if (c === '(') {
+        i++;
+        if (pattern.startsWith('?:', i)) i += 2;
+        else if (pattern[i] === '?') bad = true;
+        part = alt();
+        if (pattern[i] !== ')') bad = true;
+        i++;
+      } else if (c === '\\') {
+        // RE2 reads a backslash before punctuation as that character; before a letter or digit it is a class, an anchor or a code.
+        const x = pattern[i + 1];
+        if (x === undefined || x.charCodeAt(0) > 0x7e || /[A-Za-z0-9]/.test(x)) bad = true;
+        part = [x ?? ''];
+        i += 2;
+      } else if ('.[]{}*+?^$'.includes(c)) {
+        bad = true;
+        part = [];
+      } else {
+        const ch = String.fromCodePoint(pattern.codePointAt(i)!);
+        // U+FFFD is what a line's invalid bytes decode to: it would match a decoded line but not its bytes.
+        if (ch === '\uFFFD') bad = true;
+        part = [ch];
+        i += ch.length;
+      }
+      if (i < pattern.length && '*+?{'.includes(pattern[i]!)) bad = true;
+      const next: string[] = [];
+      for (const a of acc) for (const b of part) next.push(a + b);
+      if (next.length > MAX_LITERALS) bad = true;
+      acc = next;
+    }
+    return acc;
+  };
+  const alt = (): string[] => {
+    const out = seq();
+    while (!bad && pattern[i] === '|') {
+      i++;
+      out.push(...seq());
+      if (out.length > MAX_LITERALS) bad = true;
+    }
+    return out;
+  };
+  const all = seq();
+  return bad || i !== pattern.length ? undefined : all;
+}
+
+/** Whether a record's message starts with one of `literals`: on a parsed line's bytes, else on its text. */
+function startsWithAny(literals: readonly string[]): (r: LogRecord) => boolean {
+  const bytes = literals.map((l) => Buffer.from(l, 'utf8'));
+  return (r) => {
+    if (!(r instanceof CriRecord)) {
+      const text = r.message;
+      return literals.some((l) => text.startsWith(l));
+    }
+    const src = r.src;
+    const at = r.msgAt;
+    const room = r.msgEnd - at;
+    for (const b of bytes) {
+      if (b.length > room) continue;
+      let k = 0;
+      while (k < b.length && src[at + k] === b[k]) k++;
+      if (k === b.length) return true;
+    }
+    return false;
   };
 }
 
@@ -255,8 +350,6 @@ export interface Slot {
   ev: OpenEvent | undefined;
 }
 
-/** A parsed line's message bytes are known without decoding it again (its `message` is a getter that decodes each time). */
-const byteLength = (r: LogRecord, line: string): number => (r instanceof CriRecord ? r.msgEnd - r.msgAt : Buffer.byteLength(line));
 
 /**
  * Joins lines per slot (the shaper keeps one per file and stream). Output
@@ -278,19 +371,20 @@ export class Joiner {
 
   private readonly now: () => number;
 
-  feed(slot: Slot, r: LogRecord, out: LogRecord[][], line: string = r.message): void {
+  feed(slot: Slot, r: LogRecord, out: LogRecord[][]): void {
     const ev = slot.ev;
     if (!ev) {
-      this.startOrSingle(slot, r, out, line);
+      this.startOrSingle(slot, r, out);
       return;
     }
-    const d = ev.rule.next(line, ev);
+    const rule = ev.rule;
+    const d = rule.startsEvent ? (rule.startsEvent(r) ? 'end' : 'join') : rule.next(this.text(r), ev);
     if (d === 'end') {
       this.close(slot, out);
-      this.feed(slot, r, out, line);
+      this.feed(slot, r, out);
       return;
     }
-    const bytes = byteLength(r, line);
+    const bytes = this.byteLength(r);
     if (ev.records.length >= this.maxLines || ev.bytes + 1 + bytes > this.maxBytes) {
       // At a bound: what is there goes as one record, and the event goes on in the next under the same rule and state.
       ev.confirmed = ev.records.length;
@@ -314,14 +408,30 @@ export class Joiner {
     return slot.ev !== undefined && now - slot.ev.lastAt >= this.flushMs;
   }
 
-  private startOrSingle(slot: Slot, r: LogRecord, out: LogRecord[][], line: string): void {
+  private startOrSingle(slot: Slot, r: LogRecord, out: LogRecord[][]): void {
     for (const rule of this.rules) {
-      const state = rule.start(line);
+      const state = rule.startsEvent ? (rule.startsEvent(r) ? 0 : -1) : rule.start(this.text(r));
       if (state < 0) continue;
-      slot.ev = new OpenEvent(rule, state, r, byteLength(r, line), this.now());
+      slot.ev = new OpenEvent(rule, state, r, this.byteLength(r), this.now());
       return;
     }
     out.push([r]);
+  }
+
+  /** The record's message as a string, made once per line however many rules ask (a parsed line's `message` decodes at each call). */
+  private text(r: LogRecord): string {
+    if (r !== this.textOf) {
+      this.textOf = r;
+      this.textValue = r.message;
+    }
+    return this.textValue;
+  }
+
+  private textOf: LogRecord | undefined;
+  private textValue = '';
+
+  private byteLength(r: LogRecord): number {
+    return r instanceof CriRecord ? r.msgEnd - r.msgAt : Buffer.byteLength(this.text(r));
   }
 
   private add(ev: OpenEvent, r: LogRecord, bytes: number): void {
