@@ -350,7 +350,6 @@ export interface Slot {
   ev: OpenEvent | undefined;
 }
 
-
 /**
  * Joins lines per slot (the shaper keeps one per file and stream). Output
  * goes to `out` as groups of lines, in the order they must be shipped.
