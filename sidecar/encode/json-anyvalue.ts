@@ -50,27 +50,15 @@ export function numberSize(v: number): number {
   return Number.isSafeInteger(v) ? (v >= 0 ? 1 + varintSize(v) : 11) : 9;
 }
 
-/** A number as an AnyValue's content: int_value for safe integers (negative ones as ten-byte two's complement), double_value otherwise. */
+/** A number as an AnyValue's content, for the object path: the bytes putNumber writes. */
 export function writeNumber(body: BodyBuilder, v: number): void {
-  if (Number.isSafeInteger(v)) {
-    body.byte(T_INT);
-    if (v >= 0) {
-      body.varint(v);
-      return;
-    }
-    let u = BigInt.asUintN(64, BigInt(v));
-    while (u > 0x7fn) {
-      body.byte(Number(u & 0x7fn) | 0x80);
-      u >>= 7n;
-    }
-    body.byte(Number(u));
-    return;
-  }
-  body.byte(T_DOUBLE);
-  scratch.setFloat64(0, v, true);
-  for (let i = 0; i < 8; i++) body.byte(scratch.getUint8(i));
+  const at = body.claim(11);
+  ob = body.buffer;
+  o = at;
+  putNumber(v);
+  body.truncate(o);
+  ob = EMPTY;
 }
-const scratch = new DataView(new ArrayBuffer(8));
 
 function putVarint(v: number): void {
   const buf = ob;
@@ -112,6 +100,7 @@ function putBytes(s: number, e: number): void {
   o += e - s;
 }
 
+/** int_value for safe integers (negative ones as ten bytes of two's complement, as int64 is written), double_value otherwise. */
 function putNumber(v: number): void {
   if (Number.isSafeInteger(v)) {
     ob[o++] = T_INT;
@@ -129,7 +118,9 @@ function putNumber(v: number): void {
   o += 8;
 }
 
-// The read's state, module-wide: the three passes run to completion, one at a time.
+const EMPTY = Buffer.alloc(0);
+
+// The read's state, module-wide: a pass (or valueAt) runs to completion before the next starts.
 let b: Uint8Array = new Uint8Array(0);
 let p = 0;
 let end = 0;
@@ -542,8 +533,6 @@ export function writeJson(body: BodyBuilder, src: Uint8Array, s: number, e: numb
     ob = EMPTY;
   }
 }
-const EMPTY = Buffer.alloc(0);
-
 /** The JSON value starting at `at` in the bytes last written, as JSON.parse gives it (for a severity field). */
 export function valueAt(src: Uint8Array, at: number, e: number): unknown {
   b = src;
