@@ -121,7 +121,7 @@ function putNumber(v: number): void {
 const EMPTY = Buffer.alloc(0);
 
 // The read's state, module-wide: a pass (or valueAt) runs to completion before the next starts.
-let b: Uint8Array = new Uint8Array(0);
+let b: Buffer = Buffer.alloc(0);
 let p = 0;
 let end = 0;
 /** 0: decide, 1: write. */
@@ -203,7 +203,7 @@ function skipString(): number {
 
 /** The decoded value of the escaped string token [s, e) (quotes included). */
 function unescape(s: number, e: number): string {
-  return JSON.parse(Buffer.from(b.buffer, b.byteOffset + s, e - s).toString('utf8')) as string;
+  return JSON.parse(b.toString('utf8', s, e)) as string;
 }
 
 function stringValue(): number {
@@ -293,7 +293,7 @@ function numberValue(): number {
     for (; k < i; k++) if (buf[k] !== 46) v = v * 10 + (buf[k]! - 48);
     if (fraction > 0) v /= POW10[fraction]!;
     if (neg) v = -v;
-  } else v = Number(Buffer.from(buf.buffer, buf.byteOffset + s, i - s).toString('latin1'));
+  } else v = Number(buf.toString('latin1', s, i));
   putNumber(v);
   return 0;
 }
@@ -480,7 +480,7 @@ function noteSeverity(ks: number, ke: number): void {
 }
 
 /** Runs one pass over [s, e): leading spaces and tabs, one object, trailing JSON whitespace. */
-function run(src: Uint8Array, s: number, e: number, m: number, maxFields: number, depthBound: number, checked: boolean): number {
+function run(src: Buffer, s: number, e: number, m: number, maxFields: number, depthBound: number, checked: boolean): number {
   trusted = checked;
   b = src;
   p = s;
@@ -505,7 +505,7 @@ function run(src: Uint8Array, s: number, e: number, m: number, maxFields: number
  * Whether the UTF-8 bytes [s, e) are a JSON object (after spaces and tabs)
  * this module encodes itself: JSON_OK, JSON_PLAIN or JSON_SLOW.
  */
-export function scanJson(src: Uint8Array, s: number, e: number, maxFields: number, maxDepth: number): number {
+export function scanJson(src: Buffer, s: number, e: number, maxFields: number, maxDepth: number): number {
   return run(src, s, e, 0, maxFields, maxDepth, false);
 }
 
@@ -516,7 +516,7 @@ export function scanJson(src: Uint8Array, s: number, e: number, maxFields: numbe
  * it was. `scanned`: scanJson said JSON_OK for these bytes and bounds, so
  * their keys need no second look.
  */
-export function writeJson(body: BodyBuilder, src: Uint8Array, s: number, e: number, maxFields: number, maxDepth: number, scanned: boolean, keys: readonly Uint8Array[]): number {
+export function writeJson(body: BodyBuilder, src: Buffer, s: number, e: number, maxFields: number, maxDepth: number, scanned: boolean, keys: readonly Uint8Array[]): number {
   // The most a JSON byte can become: "-1," (3 bytes) is a 13-byte element.
   const room = 5 * (e - s) + 64;
   const at = body.claim(room);
@@ -534,7 +534,7 @@ export function writeJson(body: BodyBuilder, src: Uint8Array, s: number, e: numb
   }
 }
 /** The JSON value starting at `at` in the bytes last written, as JSON.parse gives it (for a severity field). */
-export function valueAt(src: Uint8Array, at: number, e: number): unknown {
+export function valueAt(src: Buffer, at: number, e: number): unknown {
   b = src;
   p = at;
   end = e;
@@ -552,7 +552,7 @@ export function valueAt(src: Uint8Array, at: number, e: number): unknown {
   if (src[s] === 34) {
     let plain = true;
     for (let i = s + 1; i < p - 1; i++) if (src[i] === 92) plain = false;
-    if (plain) return Buffer.from(src.buffer, src.byteOffset + s + 1, p - s - 2).toString('utf8');
+    if (plain) return src.toString('utf8', s + 1, p - 1);
   }
-  return JSON.parse(Buffer.from(src.buffer, src.byteOffset + s, p - s).toString('utf8'));
+  return JSON.parse(src.toString('utf8', s, p));
 }
