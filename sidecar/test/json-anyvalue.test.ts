@@ -19,6 +19,7 @@ import type { JsonSettings } from '../shape/settings.ts';
 import { CriDecoder } from '../sources/node/cri.ts';
 import { makeMeta, testConfig } from './helpers.ts';
 import { otlpRoot } from './otlp-proto.ts';
+import { seeded } from '../../test/support/seeded.ts';
 import { harness, shaping } from './shape-helpers.ts';
 
 /** The seed of the random lines; JSON_ANYVALUE_SEED=<n> replays a reported failure. */
@@ -39,18 +40,6 @@ const Req = otlpRoot.lookupType('otlp.ExportLogsServiceRequest');
 const VERDICT: Record<number, string> = { [JSON_OK]: 'JSON_OK', [JSON_PLAIN]: 'JSON_PLAIN', [JSON_SLOW]: 'JSON_SLOW' };
 
 // ---------------------------------------------------------------- generator
-
-/** mulberry32: a small seeded generator, so a failing line can be made again from its seed. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const STRING_PIECES = [
   'a', 'hello world', ' ', 'x'.repeat(40), 'DEL\x7f', "it's", '{}[],:', 'true', 'null', '-0',
@@ -391,7 +380,7 @@ describe('json-anyvalue: scanJson and the bytes written agree with the object pa
   ] as const) {
     it(`random lines and broken variants, ${name}`, () => {
       const seed = (SEED ^ Math.imul(salt, 0x9e3779b9)) >>> 0;
-      const g = new Gen(mulberry32(seed));
+      const g = new Gen(seeded(seed));
       const tally = newTally();
       const broken = newTally();
       for (let i = 0; i < LINES_PER_BOUND; i++) {
@@ -605,7 +594,7 @@ describe('the shaping stage decides on the bytes as it would on the message', ()
       const settings = shaping(env);
       expect(settings.json).toEqual(bounds);
       const seed = (SEED ^ Math.imul(salt, 0x9e3779b9)) >>> 0;
-      const g = new Gen(mulberry32(seed), false);
+      const g = new Gen(seeded(seed), false);
       const messages: Buffer[] = [
         // Invalid UTF-8 in a JSON line, in a plain line and in a broken one.
         Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xff, 0xc3, 0x22, 0x7d]),
