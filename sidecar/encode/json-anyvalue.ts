@@ -50,140 +50,76 @@ export function numberSize(v: number): number {
   return Number.isSafeInteger(v) ? (v >= 0 ? 1 + varintSize(v) : 11) : 9;
 }
 
-/** A number as an AnyValue's content, for the object path: the bytes putNumber writes. */
+/** A number as an AnyValue's content, for the object path: the bytes the byte path writes. */
 export function writeNumber(body: BodyBuilder, v: number): void {
   const at = body.claim(11);
-  ob = body.buffer;
-  o = at;
-  putNumber(v);
-  body.truncate(o);
-  ob = EMPTY;
+  body.truncate(putNumber(body.buffer, at, v));
 }
 
-function putVarint(v: number): void {
-  const buf = ob;
-  let at = o;
+/** Writes `v` (below 2^53) as a varint at `o`; returns the offset after it. */
+function putVarint(ob: Buffer, o: number, v: number): number {
   while (v > 0x7f) {
-    buf[at++] = (v % 128) | 0x80;
+    ob[o++] = (v % 128) | 0x80;
     v = Math.floor(v / 128);
   }
-  buf[at++] = v;
-  o = at;
+  ob[o++] = v;
+  return o;
 }
 
-/** Fills in the one byte left at `at` with the length of what was written after it, moving that along if the length takes more. */
-function patch(at: number): void {
+/**
+ * Fills in the one byte left at `at` with the length of what was written
+ * after it, up to `o`, moving that along if the length takes more; returns
+ * the new end.
+ */
+function patch(ob: Buffer, at: number, o: number): number {
   const n = o - at - 1;
   if (n < 0x80) {
     ob[at] = n;
-    return;
+    return o;
   }
   const extra = varintSize(n) - 1;
   ob.copyWithin(at + 1 + extra, at + 1, o);
-  const end = o + extra;
-  o = at;
-  putVarint(n);
-  o = end;
-}
-
-/** src bytes [s, e): a loop for the short runs (keys, most values), one native copy for the rest. */
-function putBytes(s: number, e: number): void {
-  if (e - s < 32) {
-    const buf = ob;
-    const src = b;
-    let at = o;
-    for (let i = s; i < e; i++) buf[at++] = src[i]!;
-    o = at;
-    return;
-  }
-  ob.set(b.subarray(s, e), o);
-  o += e - s;
+  putVarint(ob, at, n);
+  return o + extra;
 }
 
 /** int_value for safe integers (negative ones as ten bytes of two's complement, as int64 is written), double_value otherwise. */
-function putNumber(v: number): void {
+function putNumber(ob: Buffer, o: number, v: number): number {
   if (Number.isSafeInteger(v)) {
     ob[o++] = T_INT;
-    if (v >= 0) return putVarint(v);
+    if (v >= 0) return putVarint(ob, o, v);
     let u = BigInt.asUintN(64, BigInt(v));
     while (u > 0x7fn) {
       ob[o++] = Number(u & 0x7fn) | 0x80;
       u >>= 7n;
     }
     ob[o++] = Number(u);
-    return;
+    return o;
   }
   ob[o++] = T_DOUBLE;
   ob.writeDoubleLE(v, o);
-  o += 8;
-}
-
-const EMPTY = Buffer.alloc(0);
-
-// The read's state, module-wide: a pass (or valueAt) runs to completion before the next starts.
-let b: Buffer = Buffer.alloc(0);
-let p = 0;
-let end = 0;
-/** 0: decide, 1: write. */
-let mode = 0;
-let status = JSON_OK;
-let count = 0;
-let limit = 0;
-let maxDepth = 0;
-/** Write: the buffer and offset the body claimed for the value. */
-let ob: Buffer = Buffer.alloc(0);
-let o = 0;
-/** The bytes were scanned with these bounds already (JSON_OK): keys need no second look. */
-let trusted = false;
-/** Key hashes of the objects open on the path, for duplicate keys. */
-const keyHashes = new Int32Array(1024);
-let keyTop = 0;
-/** Where the root's severity-like values start (write only), by SEVERITY_KEYS index; -1: absent. */
-export const severityAt = [-1, -1, -1];
-let severityKeys: readonly Uint8Array[] = [];
-
-function fail(code: number): void {
-  if (status === JSON_OK) status = code;
-}
-
-// The loops below copy the module's state into locals: module bindings are
-// context slots, reloaded on every access, and these loops run per byte.
-function skipWs(): void {
-  const buf = b;
-  const n = end;
-  let i = p;
-  while (i < n) {
-    const c = buf[i]!;
-    if (c !== 32 && c !== 10 && c !== 13 && c !== 9) break;
-    i++;
-  }
-  p = i;
+  return o + 8;
 }
 
 /**
- * Steps over a string whose opening quote is at p; returns 1 + the index of
- * its closing quote's position, negated when it holds an escape; 0 when it is
- * no JSON string (unterminated, a raw control character, a bad escape).
+ * Steps over the string whose opening quote is at `i`; returns 1 + the index
+ * of its closing quote, negated when it holds an escape; 0 when it is no JSON
+ * string (unterminated, a raw control character, a bad escape).
  */
-function skipString(): number {
-  const buf = b;
-  const n = end;
-  let i = p + 1;
+function stringEnd(src: Buffer, i: number, e: number): number {
   let escaped = false;
-  while (i < n) {
-    const c = buf[i]!;
-    if (c === 34) {
-      p = i + 1;
-      return escaped ? -(i + 1) : i + 1;
-    }
+  i++;
+  while (i < e) {
+    const c = src[i]!;
+    if (c === 34) return escaped ? -(i + 1) : i + 1;
     if (c === 92) {
-      if (i + 1 >= n) return 0;
+      if (i + 1 >= e) return 0;
       escaped = true;
-      const x = buf[i + 1]!;
+      const x = src[i + 1]!;
       if (x === 117) {
-        if (i + 6 > n) return 0;
+        if (i + 6 > e) return 0;
         for (let k = i + 2; k < i + 6; k++) {
-          const h = buf[k]!;
+          const h = src[k]!;
           if (!((h >= 48 && h <= 57) || (h >= 65 && h <= 70) || (h >= 97 && h <= 102))) return 0;
         }
         i += 6;
@@ -201,304 +137,266 @@ function skipString(): number {
   return 0;
 }
 
-/** The decoded value of the escaped string token [s, e) (quotes included). */
-function unescape(s: number, e: number): string {
-  return JSON.parse(b.toString('utf8', s, e)) as string;
-}
-
-function stringValue(): number {
-  const s = p;
-  const r = skipString();
-  if (r === 0) {
-    fail(JSON_PLAIN);
-    return 0;
+/** The end of the JSON number at `i`, or -1 when there is none. */
+function numberEnd(src: Buffer, i: number, e: number): number {
+  if (i < e && src[i] === 45) i++;
+  if (i < e && src[i] === 48) i++;
+  else if (i < e && src[i]! >= 49 && src[i]! <= 57) while (i < e && src[i]! >= 48 && src[i]! <= 57) i++;
+  else return -1;
+  if (i < e && src[i] === 46) {
+    const at = ++i;
+    while (i < e && src[i]! >= 48 && src[i]! <= 57) i++;
+    if (i === at) return -1;
   }
-  if (mode === 0) return 0;
-  ob[o++] = T_STRING;
-  if (r > 0) {
-    putVarint(r - 1 - (s + 1));
-    putBytes(s + 1, r - 1);
-    return 0;
+  if (i < e && (src[i] === 101 || src[i] === 69)) {
+    i++;
+    if (i < e && (src[i] === 43 || src[i] === 45)) i++;
+    const at = i;
+    while (i < e && src[i]! >= 48 && src[i]! <= 57) i++;
+    if (i === at) return -1;
   }
-  const v = unescape(s, -r);
-  putVarint(Buffer.byteLength(v, 'utf8'));
-  o += ob.write(v, o);
-  return 0;
+  return i;
 }
-
-function literal(word: readonly number[]): boolean {
-  if (p + word.length > end) return false;
-  for (let i = 0; i < word.length; i++) if (b[p + i] !== word[i]) return false;
-  p += word.length;
-  return true;
-}
-const TRUE = [116, 114, 117, 101];
-const FALSE = [102, 97, 108, 115, 101];
-const NULL = [110, 117, 108, 108];
 
 const POW10 = [1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15];
 
-function numberValue(): number {
-  const buf = b;
-  const n = end;
-  const s = p;
-  let i = p;
-  let simple = true;
-  /** Digits after the point of a number without exponent; -1: none or an exponent. */
-  let fraction = -1;
-  if (i < n && buf[i] === 45) i++;
-  if (i < n && buf[i] === 48) i++;
-  else if (i < n && buf[i]! >= 49 && buf[i]! <= 57) while (i < n && buf[i]! >= 48 && buf[i]! <= 57) i++;
-  else {
-    fail(JSON_PLAIN);
-    return 0;
+/** The value of the valid JSON number [s, e), as JSON.parse gives it. */
+function numberOf(src: Buffer, s: number, e: number): number {
+  let k = s;
+  const neg = src[k] === 45;
+  if (neg) k++;
+  let v = 0;
+  let digits = 0;
+  let point = -1;
+  for (; k < e; k++) {
+    const c = src[k]!;
+    if (c === 46) point = k;
+    else if (c >= 48 && c <= 57) {
+      v = v * 10 + (c - 48);
+      digits++;
+    } else return Number(src.toString('latin1', s, e));
   }
-  if (i < n && buf[i] === 46) {
-    simple = false;
-    i++;
-    const at = i;
-    while (i < n && buf[i]! >= 48 && buf[i]! <= 57) i++;
-    if (i === at) {
-      fail(JSON_PLAIN);
-      return 0;
-    }
-    fraction = i - at;
-  }
-  if (i < n && (buf[i] === 101 || buf[i] === 69)) {
-    simple = false;
-    fraction = -1;
-    i++;
-    if (i < n && (buf[i] === 43 || buf[i] === 45)) i++;
-    const at = i;
-    while (i < n && buf[i]! >= 48 && buf[i]! <= 57) i++;
-    if (i === at) {
-      fail(JSON_PLAIN);
-      return 0;
-    }
-  }
-  p = i;
-  if (mode === 0) return 0;
-  let v: number;
-  const digits = i - s - (buf[s] === 45 ? 1 : 0) - (fraction >= 0 ? 1 : 0);
-  if ((simple || fraction >= 0) && digits <= 15) {
-    // At most 15 digits make an integer below 2^53, and a power of ten up to
-    // 10^22 is exact: their quotient is correctly rounded, as JSON.parse's is.
-    let neg = false;
-    let k = s;
-    if (buf[k] === 45) {
-      neg = true;
-      k++;
-    }
-    v = 0;
-    for (; k < i; k++) if (buf[k] !== 46) v = v * 10 + (buf[k]! - 48);
-    if (fraction > 0) v /= POW10[fraction]!;
-    if (neg) v = -v;
-  } else v = Number(buf.toString('latin1', s, i));
-  putNumber(v);
-  return 0;
+  // At most 15 digits make an integer below 2^53, and a power of ten up to
+  // 10^22 is exact: their quotient is correctly rounded, as JSON.parse's is.
+  if (digits > 15) return Number(src.toString('latin1', s, e));
+  if (point >= 0) v /= POW10[e - point - 1]!;
+  return neg ? -v : v;
 }
 
-function value(depth: number): number {
-  skipWs();
-  if (p >= end) {
-    fail(JSON_PLAIN);
-    return 0;
-  }
-  const c = b[p]!;
-  if (c === 34) return stringValue();
-  if (c === 123 || c === 91) {
-    // A container at depth + 1: deeper than the bound, it would be kept as JSON text.
-    if (depth + 1 > maxDepth || depth + 1 > MAX_NESTING) {
-      fail(JSON_SLOW);
-      return 0;
-    }
-    return c === 123 ? object(depth + 1) : array(depth + 1);
-  }
-  if (c === 116 || c === 102) {
-    if (!literal(c === 116 ? TRUE : FALSE)) {
-      fail(JSON_PLAIN);
-      return 0;
-    }
-    if (mode === 1) {
-      ob[o++] = T_BOOL;
-      ob[o++] = c === 116 ? 1 : 0;
-    }
-    return 2;
-  }
-  if (c === 110) {
-    if (!literal(NULL)) fail(JSON_PLAIN);
-    return 0;
-  }
-  return numberValue();
-}
+// The open containers of a pass, innermost at `top`; a pass runs to completion before the next starts.
+const KIND = new Uint8Array(MAX_NESTING + 2);
+/** Where the container's length byte is (write). */
+const LEN_AT = new Int32Array(MAX_NESTING + 2);
+/** Where the current element's KeyValue length byte is (objects, write). */
+const KV_AT = new Int32Array(MAX_NESTING + 2);
+/** Where the current element's value length byte is (write). */
+const V_AT = new Int32Array(MAX_NESTING + 2);
+/** Where the container's keys start in KEY_HASHES. */
+const KEY_BASE = new Int32Array(MAX_NESTING + 2);
+/** Key hashes of the objects open on the path, for duplicate keys. */
+const KEY_HASHES = new Int32Array(1024);
 
-function array(depth: number): number {
-  p++;
-  let lenAt = 0;
-  if (mode === 1) {
-    ob[o++] = T_ARRAY;
-    lenAt = o++;
-  }
-  skipWs();
-  if (p < end && b[p] === 93) {
-    p++;
-    if (mode === 1) patch(lenAt);
-    return 0;
-  }
+/** Where the root's severity-like values start (write only), by SEVERITY_KEYS index; -1: absent. */
+export const severityAt = [-1, -1, -1];
+/** Where the last pass ended (write: in the output; decide: in the input). */
+let passEnd = 0;
+
+/**
+ * One pass over the JSON value at `i` (after JSON whitespace), in one loop
+ * over an explicit stack: its state lives in locals, which the loop keeps in
+ * registers (recursive functions over module-wide state reload it from
+ * memory at every byte). `ob` null: decide only. `whole`: nothing but
+ * whitespace may follow the value. `trusted`: scanned already with these
+ * bounds, so keys need no second look. `keys`: the root keys whose values'
+ * positions go to severityAt.
+ */
+function pass(src: Buffer, i: number, e: number, ob: Buffer | null, o: number, limit: number, maxDepth: number, trusted: boolean, whole: boolean, keys: readonly Uint8Array[]): number {
+  let top = -1;
+  let count = 0;
+  let keyTop = 0;
   for (;;) {
-    if (++count > limit) {
-      fail(JSON_SLOW);
-      return 0;
+    // A value starts at i.
+    while (i < e) {
+      const c = src[i]!;
+      if (c !== 32 && c !== 10 && c !== 13 && c !== 9) break;
+      i++;
     }
-    if (mode === 1) {
-      ob[o++] = T_VALUES;
-      const at = o++;
-      value(depth);
-      patch(at);
-    } else value(depth);
-    if (status !== JSON_OK) return 0;
-    skipWs();
-    const c = b[p];
-    if (p < end && c === 44) {
-      p++;
+    if (i >= e) return JSON_PLAIN;
+    let c = src[i]!;
+    let opened = false;
+    if (c === 34) {
+      const r = stringEnd(src, i, e);
+      if (r === 0) return JSON_PLAIN;
+      if (ob !== null) {
+        ob[o++] = T_STRING;
+        if (r > 0) {
+          const n = r - i - 2;
+          if (n < 0x80) ob[o++] = n;
+          else o = putVarint(ob, o, n);
+          if (n < 32) for (let k = i + 1; k < r - 1; k++) ob[o++] = src[k]!;
+          else o += src.copy(ob, o, i + 1, r - 1);
+        } else {
+          const v = JSON.parse(src.toString('utf8', i, -r)) as string;
+          o = putVarint(ob, o, Buffer.byteLength(v, 'utf8'));
+          o += ob.write(v, o);
+        }
+      }
+      i = r > 0 ? r : -r;
+    } else if (c === 123 || c === 91) {
+      // A container at depth top + 2 (the root is 1): deeper than the bound, it would be kept as JSON text.
+      if (top + 2 > maxDepth || top + 2 > MAX_NESTING) return JSON_SLOW;
+      top++;
+      KIND[top] = c;
+      KEY_BASE[top] = keyTop;
+      if (ob !== null) {
+        ob[o++] = c === 123 ? T_KVLIST : T_ARRAY;
+        LEN_AT[top] = o++;
+      }
+      i++;
+      while (i < e) {
+        const x = src[i]!;
+        if (x !== 32 && x !== 10 && x !== 13 && x !== 9) break;
+        i++;
+      }
+      if (i < e && src[i] === c + 2) {
+        // Empty: ] is [ + 2, } is { + 2.
+        i++;
+        if (ob !== null) o = patch(ob, LEN_AT[top]!, o);
+        top--;
+      } else opened = true;
+    } else if (c === 116 || c === 102) {
+      const t = c === 116;
+      if (t ? !(i + 4 <= e && src[i + 1] === 114 && src[i + 2] === 117 && src[i + 3] === 101) : !(i + 5 <= e && src[i + 1] === 97 && src[i + 2] === 108 && src[i + 3] === 115 && src[i + 4] === 101)) return JSON_PLAIN;
+      i += t ? 4 : 5;
+      if (ob !== null) {
+        ob[o++] = T_BOOL;
+        ob[o++] = t ? 1 : 0;
+      }
+    } else if (c === 110) {
+      if (!(i + 4 <= e && src[i + 1] === 117 && src[i + 2] === 108 && src[i + 3] === 108)) return JSON_PLAIN;
+      i += 4;
+    } else {
+      const n = numberEnd(src, i, e);
+      if (n < 0) return JSON_PLAIN;
+      if (ob !== null) o = putNumber(ob, o, numberOf(src, i, n));
+      i = n;
+    }
+    if (!opened) {
+      // A value is complete: its element closes, then a comma starts the next one, or a bracket closes its container (itself a complete value).
+      for (;;) {
+        if (top < 0) {
+          if (whole) {
+            while (i < e) {
+              const x = src[i]!;
+              if (x !== 32 && x !== 10 && x !== 13 && x !== 9) break;
+              i++;
+            }
+            if (i !== e) return JSON_PLAIN;
+          }
+          passEnd = ob !== null ? o : i;
+          return JSON_OK;
+        }
+        const kind = KIND[top]!;
+        if (ob !== null) {
+          o = patch(ob, V_AT[top]!, o);
+          if (kind === 123) o = patch(ob, KV_AT[top]!, o);
+        }
+        while (i < e) {
+          const x = src[i]!;
+          if (x !== 32 && x !== 10 && x !== 13 && x !== 9) break;
+          i++;
+        }
+        if (i >= e) return JSON_PLAIN;
+        c = src[i]!;
+        if (c === 44) {
+          i++;
+          break;
+        }
+        if (c !== kind + 2) return JSON_PLAIN;
+        i++;
+        if (ob !== null) o = patch(ob, LEN_AT[top]!, o);
+        keyTop = KEY_BASE[top]!;
+        top--;
+      }
+    }
+    // An element of the container at top starts at i.
+    if (++count > limit) return JSON_SLOW;
+    if (KIND[top] === 91) {
+      if (ob !== null) {
+        ob[o++] = T_VALUES;
+        V_AT[top] = o++;
+      }
       continue;
     }
-    if (p < end && c === 93) {
-      p++;
-      if (mode === 1) patch(lenAt);
-      return 0;
+    while (i < e) {
+      const x = src[i]!;
+      if (x !== 32 && x !== 10 && x !== 13 && x !== 9) break;
+      i++;
     }
-    fail(JSON_PLAIN);
-    return 0;
-  }
-}
-
-function object(depth: number): number {
-  p++;
-  const base = keyTop;
-  let lenAt = 0;
-  if (mode === 1) {
-    ob[o++] = T_KVLIST;
-    lenAt = o++;
-  }
-  skipWs();
-  if (p < end && b[p] === 125) {
-    p++;
-    if (mode === 1) patch(lenAt);
-    return 0;
-  }
-  for (;;) {
-    if (++count > limit) {
-      fail(JSON_SLOW);
-      return 0;
-    }
-    if (p >= end || b[p] !== 34) {
-      fail(JSON_PLAIN);
-      return 0;
-    }
-    const ks = p + 1;
-    const r = skipString();
-    if (r === 0) {
-      fail(JSON_PLAIN);
-      return 0;
-    }
-    if (r < 0) {
-      fail(JSON_SLOW);
-      return 0;
-    }
+    if (i >= e || src[i] !== 34) return JSON_PLAIN;
+    const ks = i + 1;
+    const r = stringEnd(src, i, e);
+    if (r === 0) return JSON_PLAIN;
+    // An escaped key decodes to other bytes; the object path tells.
+    if (r < 0) return JSON_SLOW;
     const ke = r - 1;
-    if (!trusted && !newKey(base, ks, ke)) return 0;
-    skipWs();
-    if (p >= end || b[p] !== 58) {
-      fail(JSON_PLAIN);
-      return 0;
+    i = r;
+    if (!trusted) {
+      // A key JSON.parse would order first (integer-like) or merge (a duplicate; two equal hashes may be two different keys): the object path tells.
+      let hash = 0x811c9dc5;
+      let digits = ke > ks;
+      for (let k = ks; k < ke; k++) {
+        const x = src[k]!;
+        if (x < 48 || x > 57) digits = false;
+        hash = Math.imul(hash ^ x, 0x01000193);
+      }
+      hash ^= ke - ks;
+      if (digits || keyTop >= KEY_HASHES.length) return JSON_SLOW;
+      for (let k = KEY_BASE[top]!; k < keyTop; k++) if (KEY_HASHES[k] === hash) return JSON_SLOW;
+      KEY_HASHES[keyTop++] = hash;
     }
-    p++;
-    if (mode === 1) {
-      if (depth === 1) noteSeverity(ks, ke);
+    while (i < e) {
+      const x = src[i]!;
+      if (x !== 32 && x !== 10 && x !== 13 && x !== 9) break;
+      i++;
+    }
+    if (i >= e || src[i] !== 58) return JSON_PLAIN;
+    i++;
+    if (ob !== null) {
+      if (top === 0) noteSeverity(src, ks, ke, i, keys);
       ob[o++] = T_VALUES;
-      const kvAt = o++;
+      KV_AT[top] = o++;
       ob[o++] = T_KEY;
-      putVarint(ke - ks);
-      putBytes(ks, ke);
+      const n = ke - ks;
+      if (n < 0x80) ob[o++] = n;
+      else o = putVarint(ob, o, n);
+      if (n < 32) for (let k = ks; k < ke; k++) ob[o++] = src[k]!;
+      else o += src.copy(ob, o, ks, ke);
       ob[o++] = T_VALUE;
-      const vAt = o++;
-      value(depth);
-      patch(vAt);
-      patch(kvAt);
-    } else value(depth);
-    if (status !== JSON_OK) return 0;
-    skipWs();
-    const c = b[p];
-    if (p < end && c === 44) {
-      p++;
-      skipWs();
-      continue;
+      V_AT[top] = o++;
     }
-    if (p < end && c === 125) {
-      p++;
-      keyTop = base;
-      if (mode === 1) patch(lenAt);
-      return 0;
-    }
-    fail(JSON_PLAIN);
-    return 0;
   }
 }
 
-/** Records the key [ks, ke) of the object whose keys start at `base`; false (and SLOW) when the object path could order or merge it differently. */
-function newKey(base: number, ks: number, ke: number): boolean {
-  // An integer-like key goes first in an object's key order, so the object path would move it.
-  const buf = b;
-  let hash = 0x811c9dc5;
-  let digits = ke > ks;
-  for (let i = ks; i < ke; i++) {
-    const c = buf[i]!;
-    if (c < 48 || c > 57) digits = false;
-    hash = Math.imul(hash ^ c, 0x01000193);
-  }
-  hash ^= ke - ks;
-  // Two equal hashes may be two different keys: the object path tells.
-  let clash = digits || keyTop >= keyHashes.length;
-  for (let i = base; i < keyTop && !clash; i++) if (keyHashes[i] === hash) clash = true;
-  if (clash) {
-    fail(JSON_SLOW);
-    return false;
-  }
-  keyHashes[keyTop++] = hash;
-  return true;
-}
-
-function noteSeverity(ks: number, ke: number): void {
-  for (let k = 0; k < severityKeys.length; k++) {
-    const key = severityKeys[k]!;
+function noteSeverity(src: Buffer, ks: number, ke: number, at: number, keys: readonly Uint8Array[]): void {
+  for (let k = 0; k < keys.length; k++) {
+    const key = keys[k]!;
     if (key.length !== ke - ks) continue;
     let same = true;
-    for (let i = 0; i < key.length; i++) if (key[i] !== b[ks + i]) same = false;
-    if (same) severityAt[k] = p;
+    for (let i = 0; i < key.length; i++) if (key[i] !== src[ks + i]) same = false;
+    if (same) severityAt[k] = at;
   }
 }
 
-/** Runs one pass over [s, e): leading spaces and tabs, one object, trailing JSON whitespace. */
-function run(src: Buffer, s: number, e: number, m: number, maxFields: number, depthBound: number, checked: boolean): number {
-  trusted = checked;
-  b = src;
-  p = s;
-  end = e;
-  mode = m;
-  status = JSON_OK;
-  count = 0;
-  limit = maxFields;
-  maxDepth = depthBound;
-  keyTop = 0;
-  while (p < end && (b[p] === 32 || b[p] === 9)) p++;
-  if (p >= end || b[p] !== 123) return JSON_PLAIN;
-  object(1);
-  if (status === JSON_OK) {
-    skipWs();
-    if (p !== end) status = JSON_PLAIN;
-  }
-  return status;
+/** Leading spaces and tabs, then an object: where it starts, or -1. */
+function objectStart(src: Buffer, s: number, e: number): number {
+  while (s < e && (src[s] === 32 || src[s] === 9)) s++;
+  return s < e && src[s] === 123 ? s : -1;
+}
+
+/** Whether [s, e) begins like a JSON object (after spaces and tabs): scanJson says JSON_PLAIN to any line that does not. */
+export function objectAhead(src: Buffer, s: number, e: number): boolean {
+  return objectStart(src, s, e) >= 0;
 }
 
 /**
@@ -506,8 +404,11 @@ function run(src: Buffer, s: number, e: number, m: number, maxFields: number, de
  * this module encodes itself: JSON_OK, JSON_PLAIN or JSON_SLOW.
  */
 export function scanJson(src: Buffer, s: number, e: number, maxFields: number, maxDepth: number): number {
-  return run(src, s, e, 0, maxFields, maxDepth, false);
+  const at = objectStart(src, s, e);
+  return at < 0 ? JSON_PLAIN : pass(src, at, e, null, 0, maxFields, maxDepth, false, true, NO_KEYS);
 }
+
+const NO_KEYS: readonly Uint8Array[] = [];
 
 /**
  * Appends the object at [s, e) to `body` as an AnyValue (its kvlist tag
@@ -517,42 +418,31 @@ export function scanJson(src: Buffer, s: number, e: number, maxFields: number, m
  * their keys need no second look.
  */
 export function writeJson(body: BodyBuilder, src: Buffer, s: number, e: number, maxFields: number, maxDepth: number, scanned: boolean, keys: readonly Uint8Array[]): number {
+  severityAt.fill(-1);
+  const start = objectStart(src, s, e);
+  if (start < 0) return JSON_PLAIN;
   // The most a JSON byte can become: "-1," (3 bytes) is a 13-byte element.
   const room = 5 * (e - s) + 64;
   const at = body.claim(room);
-  ob = body.buffer;
-  o = at;
-  severityKeys = keys;
-  severityAt.fill(-1);
-  try {
-    const r = run(src, s, e, 1, maxFields, maxDepth, scanned);
-    if (o > at + room) throw new Error(`JSON value written past its room (${o - at} > ${room} bytes)`);
-    body.truncate(r === JSON_OK ? o : at);
-    return r === JSON_OK ? o - at : r;
-  } finally {
-    ob = EMPTY;
+  const r = pass(src, start, e, body.buffer, at, maxFields, maxDepth, scanned, true, keys);
+  if (r !== JSON_OK) {
+    body.truncate(at);
+    return r;
   }
+  if (passEnd > at + room) throw new Error(`JSON value written past its room (${passEnd - at} > ${room} bytes)`);
+  body.truncate(passEnd);
+  return passEnd - at;
 }
-/** The JSON value starting at `at` in the bytes last written, as JSON.parse gives it (for a severity field). */
+
+/** The JSON value starting at `at` (after whitespace) in `src`, as JSON.parse gives it (for a severity field); undefined if there is none. */
 export function valueAt(src: Buffer, at: number, e: number): unknown {
-  b = src;
-  p = at;
-  end = e;
-  mode = 0;
-  status = JSON_OK;
-  count = 0;
-  limit = Infinity;
-  maxDepth = MAX_NESTING;
-  trusted = true;
-  keyTop = 0;
-  skipWs();
-  const s = p;
-  value(0);
-  if (status !== JSON_OK) return undefined;
-  if (src[s] === 34) {
+  while (at < e && (src[at] === 32 || src[at] === 10 || src[at] === 13 || src[at] === 9)) at++;
+  if (pass(src, at, e, null, 0, Infinity, MAX_NESTING, true, false, NO_KEYS) !== JSON_OK) return undefined;
+  const end = passEnd;
+  if (src[at] === 34) {
     let plain = true;
-    for (let i = s + 1; i < p - 1; i++) if (src[i] === 92) plain = false;
-    if (plain) return src.toString('utf8', s + 1, p - 1);
+    for (let i = at + 1; i < end - 1; i++) if (src[i] === 92) plain = false;
+    if (plain) return src.toString('utf8', at + 1, end - 1);
   }
-  return JSON.parse(src.toString('utf8', s, p));
+  return JSON.parse(src.toString('utf8', at, end));
 }
