@@ -550,6 +550,18 @@ describe('json-anyvalue: scanJson and the bytes written agree with the object pa
       ['{"level":"érror"}', undefined],
       // Duplicates: the last one counts, decided by the object path.
       ['{"level":"error","level":"info"}', { number: 9, text: 'info' }],
+      // A tenant's level value is no key into anything's prototype.
+      ['{"level":"constructor"}', undefined],
+      ['{"level":"__proto__"}', undefined],
+      ['{"level":"toString","lvl":"warn"}', { number: 13, text: 'warn' }],
+      // The encoder remembers levels by their bytes: a number is the whole token, not the digits it starts with.
+      ['{"level":1e1}', { number: 1, text: 'trace' }],
+      ['{"level":1}', undefined],
+      ['{"level":1e1,"lvl":"info"}', { number: 1, text: 'trace' }],
+      ['{"level":1 ,"lvl":"info"}', { number: 9, text: 'info' }],
+      ['{"level":"error"}', { number: 17, text: 'error' }],
+      ['{"level":"error\\u0020"}', { number: 17, text: 'error ' }],
+      ['{"level":"errorerrorerrorerrorerrorerror"}', undefined],
     ];
     for (const [line, expected] of cases) {
       const bytes = Buffer.from(line, 'utf8');
