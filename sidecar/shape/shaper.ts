@@ -14,13 +14,13 @@
 // (`FileShape.owed`), so a file's checkpoint still reaches its end.
 import { ConfigError } from '../config.ts';
 import type { Stats } from '../stats.ts';
-import { JSON_OK, JSON_PLAIN, scanJson } from '../encode/json-anyvalue.ts';
+import { JSON_OK, JSON_PLAIN, objectAhead, scanJson } from '../encode/json-anyvalue.ts';
 import { CriRecord, type FileMeta, type LogRecord, type Stream } from '../records/record.ts';
 import { ShapedRecord, type JsonFields } from '../records/shaped.ts';
 import { utf8Valid } from '../records/utf8.ts';
 import { parseJsonFields } from './json.ts';
 import { Masker, type MaskState } from './mask.ts';
-import { Joiner, type Slot } from './multiline.ts';
+import { Joiner, type Group, type Slot } from './multiline.ts';
 import type { JsonSettings, ShapingSettings } from './settings.ts';
 
 interface FileShape {
@@ -33,6 +33,8 @@ interface FileShape {
 }
 
 export type Emit = (records: LogRecord[]) => Promise<void>;
+
+const NO_LINES: readonly LogRecord[] = [];
 
 /** Compiles the RE2 patterns the way building the stage would; the problems, or none. */
 export function shapingProblems(settings: ShapingSettings): string[] {
@@ -84,10 +86,11 @@ export class Shaper {
   readonly push = async (records: LogRecord[]): Promise<void> => {
     this.stats.linesRead += records.length;
     const out: LogRecord[] = [];
-    const groups: LogRecord[][] = [];
+    const groups: Group[] = [];
+    this.joiner?.tick();
     for (const r of records) {
       if (!this.joiner) {
-        out.push(this.shape([r]));
+        out.push(this.shape(r));
         continue;
       }
       // Read from where this line's groups start: setting the length back to 0 per line would give up the array's storage each time.
@@ -137,7 +140,7 @@ export class Shaper {
   }
 
   private endAll(f: FileShape): LogRecord[] {
-    const groups: LogRecord[][] = [];
+    const groups: Group[] = [];
     for (const slot of Object.values(f.slots)) this.joiner?.end(slot, groups);
     return groups.map((g) => this.shape(g));
   }
@@ -163,7 +166,7 @@ export class Shaper {
     const now = this.now();
     const out: LogRecord[] = [];
     for (const f of this.files.values()) {
-      const groups: LogRecord[][] = [];
+      const groups: Group[] = [];
       for (const slot of Object.values(f.slots)) if (j.expired(slot, now)) j.end(slot, groups);
       for (const g of groups) out.push(this.shape(g));
     }
@@ -176,7 +179,7 @@ export class Shaper {
   private openCap(file: FileMeta): number {
     let cap = Infinity;
     const f = this.files.get(file);
-    if (f) for (const s of Object.values(f.slots)) if (s.ev && s.ev.records[0]!.offset < cap) cap = s.ev.records[0]!.offset;
+    if (f) for (const s of Object.values(f.slots)) if (s.ev && s.ev.first.offset < cap) cap = s.ev.first.offset;
     return cap;
   }
 
@@ -209,15 +212,21 @@ export class Shaper {
   }
 
   /** The record for a group of lines; its `safe` is the last line's until settle() looks at it. */
-  private shape(lines: LogRecord[]): LogRecord {
-    const first = lines[0]!;
-    const safe = lines[lines.length - 1]!.safe;
+  private shape(group: Group): LogRecord {
+    const single = !Array.isArray(group);
+    const lines: readonly LogRecord[] = single ? NO_LINES : group;
+    const first = single ? group : group[0]!;
+    const safe = single ? first.safe : group[group.length - 1]!.safe;
     let message: string;
     let size = first.size;
     let flags = first.flags;
-    if (lines.length === 1) {
+    if (single) {
       if (!this.masker && !this.json) return first;
       // Decided on the line's bytes, without making it a string: most lines are no JSON, and most JSON lines need no JSON.parse.
+      if (!this.masker && first instanceof CriRecord) {
+        // Most lines do not even begin like an object: they go on without a look at the rest of their bytes.
+        if (!objectAhead(first.src, first.msgAt, first.msgEnd)) return first;
+      }
       if (!this.masker && first instanceof CriRecord && utf8Valid(first.src, first.msgAt, first.msgEnd)) {
         const json = this.json!;
         const verdict = scanJson(first.src, first.msgAt, first.msgEnd, json.maxFields, json.maxDepth);
@@ -254,12 +263,12 @@ export class Shaper {
     }
     const masked = this.masker !== undefined && this.masker.matches > maskedBefore;
     if (masked) this.stats.masked += this.masker!.matches - maskedBefore;
-    if (lines.length === 1 && !masked) {
+    if (single && !masked) {
       // Nothing changed: the line goes on as the source made it (a CriRecord keeps its bytes for the encoders).
       if (json === undefined) return first;
       const origin = first instanceof CriRecord && utf8Valid(first.src, first.msgAt, first.msgEnd) ? first : undefined;
       return new ShapedRecord(first.file, first.offset, origin ? undefined : first.ts, first.stream, origin ? undefined : message, size, safe, flags, undefined, json, origin);
     }
-    return new ShapedRecord(first.file, first.offset, first.ts, first.stream, message, size, safe, flags, lines.length > 1 ? lines.length : undefined, json);
+    return new ShapedRecord(first.file, first.offset, first.ts, first.stream, message, size, safe, flags, single ? undefined : lines.length, json);
   }
 }
