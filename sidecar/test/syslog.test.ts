@@ -90,6 +90,8 @@ describe('RFC 5424 encoding', () => {
     expect(parseSeverityMap('stdout=notice,stderr=2,unknown=debug').map).toEqual({ stdout: 5, stderr: 2, unknown: 7 });
     expect(parseSeverityMap('stdout=loud').problem).toBeDefined();
     expect(parseSeverityMap('stdin=info').problem).toBeDefined();
+    expect(parseSeverityMap('stdout=constructor').problem).toBeDefined();
+    expect(parseSeverityMap('__proto__').problem).toBeDefined();
     const s = loadSyslogSettings({});
     expect(s).toMatchObject({ protocol: 'octet-counting', facility: 1, sdId: 'k8s@32473', maxBytes: 65536 });
     try {

@@ -163,7 +163,7 @@ export function parseSeverity(text: string): number | undefined {
   const t = text.trim().toLowerCase();
   if (/^\d+$/.test(t)) return Number(t) <= 7 ? Number(t) : undefined;
   const i = SEVERITIES.indexOf(t);
-  return i >= 0 ? i : SEVERITY_ALIASES[t];
+  return i >= 0 ? i : Object.hasOwn(SEVERITY_ALIASES, t) ? SEVERITY_ALIASES[t] : undefined;
 }
 
 /**
