@@ -436,7 +436,9 @@ export class OtlpEncoder {
   // The last timestamp's seconds, by the bytes they were parsed from.
   private readonly lastKey = Buffer.alloc(40);
   private lastKeyLen = 0;
-  private lastSec = 0;
+  /** lo/hi of the last key's second in nanoseconds. */
+  private secLo = 0;
+  private secHi = 0;
   private lo = 0;
   private hi = 0;
   /** Scratch for shapedRecord's lengths, reused from record to record. */
@@ -712,9 +714,19 @@ export class OtlpEncoder {
       src.copy(this.lastKey, 0, a, a + 19);
       src.copy(this.lastKey, 19, i, e);
       this.lastKeyLen = keyLen;
-      this.lastSec = t.sec;
+      this.time(t.sec, 0);
+      this.secLo = this.lo;
+      this.secHi = this.hi;
     }
-    this.time(this.lastSec, nanos);
+    // The second's nanoseconds, then the line's: nanos < 2^30, so at most one carry.
+    const lo = this.secLo + nanos;
+    if (lo < TWO_32) {
+      this.lo = lo;
+      this.hi = this.secHi;
+    } else {
+      this.lo = lo - TWO_32;
+      this.hi = (this.secHi + 1) >>> 0;
+    }
     return true;
   }
 

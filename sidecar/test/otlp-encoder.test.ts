@@ -104,6 +104,32 @@ describe('OtlpEncoder (protobuf written into the body)', () => {
     ]);
   });
 
+  it('gives every line of a second its exact nanoseconds (the second is parsed once, the fraction added with a carry)', () => {
+    // A fixed sequence: seconds spread over 1970..2106, runs of lines within one second, fractions of 0 to 9 digits.
+    let x = 0x2545f491;
+    const next = (n: number): number => {
+      x ^= x << 13;
+      x ^= x >>> 17;
+      x ^= x << 5;
+      return (x >>> 0) % n;
+    };
+    const records: LogRecord[] = [];
+    const want: string[] = [];
+    for (let i = 0; records.length < 3000; i++) {
+      const sec = next(2) === 0 ? next(2 ** 31) * 2 + next(2) : 4_000_000_000 + next(294_967_295);
+      for (let k = 1 + next(6); k > 0; k--) {
+        const digits = next(10);
+        const frac = digits === 0 ? 0 : next(10 ** digits);
+        const nanos = frac * 10 ** (9 - digits);
+        const ts = new Date(sec * 1000).toISOString().slice(0, 19) + (digits === 0 ? '' : `.${String(frac).padStart(digits, '0')}`) + 'Z';
+        records.push(cri(fileA, records.length, ts, `line ${i}`));
+        want.push(String(BigInt(sec) * 1_000_000_000n + BigInt(nanos)));
+      }
+    }
+    const req = decode(new OtlpEncoder(id, 'jobharvest', VERSION).request(records)) as Decoded;
+    expect(req.resourceLogs[0]!.scopeLogs[0]!.logRecords.map((l) => l.timeUnixNano)).toEqual(want);
+  });
+
   it('writes multi-byte length prefixes for a large batch (group lengths over 2 MiB)', () => {
     const records: LogRecord[] = [];
     for (let i = 0; i < 1600; i++) records.push(cri(fileA, i * 3000, '2024-05-06T07:08:09.123Z', `line ${i} ` + 'z'.repeat(i % 2 ? 2990 : 40)));
