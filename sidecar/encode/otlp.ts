@@ -152,19 +152,73 @@ function keyValueList(fields: Fields): Buffer {
 const ORIGINAL_KEY = S.original;
 const LINES_KEY = S.lines;
 
-/** The log.record.uid attribute, its lengths computed by the caller (they are part of the record's). */
-function writeUid(body: BodyBuilder, idPrefix: Buffer, offset: number, kv: number, any: number, len: number): void {
-  body.byte(T_ATTRIBUTE);
-  body.varint(kv);
-  body.byte(T_KEY);
-  body.byte(UID_KEY.length);
-  body.ascii(UID_KEY);
-  body.byte(T_VALUE);
-  body.varint(any);
-  body.byte(T_STRING);
-  body.varint(len);
-  body.bytes(idPrefix);
-  body.uint(offset);
+/** log.record.uid's key, as the KeyValue holds it: the bytes between its length and the value's. */
+const UID_HEAD = Buffer.from([T_KEY, UID_KEY.length, ...Buffer.from(UID_KEY, 'latin1'), T_VALUE]);
+
+function putVarint(buf: Buffer, o: number, v: number): number {
+  while (v > 0x7f) {
+    buf[o++] = (v % 128) | 0x80;
+    v = Math.floor(v / 128);
+  }
+  buf[o++] = v;
+  return o;
+}
+
+function putFixed64(buf: Buffer, o: number, lo: number, hi: number): number {
+  buf[o] = lo;
+  buf[o + 1] = lo >>> 8;
+  buf[o + 2] = lo >>> 16;
+  buf[o + 3] = lo >>> 24;
+  buf[o + 4] = hi;
+  buf[o + 5] = hi >>> 8;
+  buf[o + 6] = hi >>> 16;
+  buf[o + 7] = hi >>> 24;
+  return o + 8;
+}
+
+/** Pre-encoded bytes: a loop for the short ones (attribute heads), one native copy for the rest. */
+function putBytes(buf: Buffer, o: number, b: Buffer): number {
+  const n = b.length;
+  if (n >= 32) return o + b.copy(buf, o);
+  for (let i = 0; i < n; i++) buf[o++] = b[i]!;
+  return o;
+}
+
+/**
+ * A record's attributes that every record has (log.record.uid, its stream,
+ * its flags), written into bytes the caller claimed: per record, one bounds
+ * check rather than one per field. The lengths are the caller's (they are
+ * part of the record's).
+ */
+function putAttributes(buf: Buffer, o: number, idPrefix: Buffer, offset: number, digits: number, kv: number, any: number, len: number, stream: Buffer, flags: Buffer): number {
+  buf[o++] = T_ATTRIBUTE;
+  o = putVarint(buf, o, kv);
+  o = putBytes(buf, o, UID_HEAD);
+  o = putVarint(buf, o, any);
+  buf[o++] = T_STRING;
+  o = putVarint(buf, o, len);
+  o = putBytes(buf, o, idPrefix);
+  if (offset > 0x7fffffff) {
+    const text = String(offset);
+    for (let i = 0; i < text.length; i++) buf[o++] = text.charCodeAt(i);
+  } else {
+    let at = o + digits;
+    let v = offset;
+    do {
+      const q = (v / 10) | 0;
+      buf[--at] = 48 + v - q * 10;
+      v = q;
+    } while (v > 0);
+    o += digits;
+  }
+  if (stream.length) o = putBytes(buf, o, stream);
+  if (flags.length) o = putBytes(buf, o, flags);
+  return o;
+}
+
+/** The length putAttributes writes. */
+function attributesSize(uidKv: number, stream: Buffer, flags: Buffer): number {
+  return 1 + varintSize(uidKv) + uidKv + stream.length + flags.length;
 }
 
 /**
@@ -532,22 +586,24 @@ export class OtlpEncoder {
     const uidKv = 1 + 1 + UID_KEY.length + 1 + varintSize(uidAny) + uidAny;
     const stream = STREAM_ATTRIBUTE[r.stream];
     const flags = FLAG_ATTRIBUTES[r.flags & 7]!;
-    const len = 9 + 1 + varintSize(anyLen) + anyLen + 1 + varintSize(uidKv) + uidKv + stream.length + flags.length + 9;
-    body.byte(T_LOG_RECORD);
-    body.varint(len);
-    body.byte(T_TIME);
-    body.fixed64(this.lo, this.hi);
-    body.byte(T_BODY);
-    body.varint(anyLen);
-    body.byte(T_STRING);
-    body.varint(n);
-    if (src) body.slice(src, s, e);
-    else body.utf8(text, n);
-    writeUid(body, p.idPrefix, r.offset, uidKv, uidAny, uidLen);
-    if (stream.length) body.bytes(stream);
-    if (flags.length) body.bytes(flags);
-    body.byte(T_OBSERVED);
-    body.fixed64(obsLo, obsHi);
+    const len = 9 + 1 + varintSize(anyLen) + anyLen + attributesSize(uidKv, stream, flags) + 9;
+    // Every length is known: the record is claimed whole and written straight into the buffer.
+    const at = body.claim(1 + varintSize(len) + len);
+    const buf = body.buffer;
+    let o = at;
+    buf[o++] = T_LOG_RECORD;
+    o = putVarint(buf, o, len);
+    buf[o++] = T_TIME;
+    o = putFixed64(buf, o, this.lo, this.hi);
+    buf[o++] = T_BODY;
+    o = putVarint(buf, o, anyLen);
+    buf[o++] = T_STRING;
+    o = putVarint(buf, o, n);
+    o += src ? src.copy(buf, o, s, e) : buf.write(text, o, n, 'utf8');
+    o = putAttributes(buf, o, p.idPrefix, r.offset, digits, uidKv, uidAny, uidLen, stream, flags);
+    buf[o++] = T_OBSERVED;
+    o = putFixed64(buf, o, obsLo, obsHi);
+    if (o !== body.length) throw new Error(`OTLP record written as ${o - at} bytes, sized as ${body.length - at}`);
   }
 
   /**
@@ -640,9 +696,9 @@ export class OtlpEncoder {
       body.varint(n);
       body.utf8(message, n);
     }
-    writeUid(body, p.idPrefix, r.offset, uidKv, uidAny, uidLen);
-    if (stream.length) body.bytes(stream);
-    if (flags.length) body.bytes(flags);
+    const attrs = attributesSize(uidKv, stream, flags);
+    const attrsAt = body.claim(attrs);
+    if (putAttributes(body.buffer, attrsAt, p.idPrefix, r.offset, digits, uidKv, uidAny, uidLen, stream, flags) !== attrsAt + attrs) throw new Error('OTLP attributes written other than sized');
     if (origKv > 0) {
       body.byte(T_ATTRIBUTE);
       body.varint(origKv);
