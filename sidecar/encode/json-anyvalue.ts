@@ -434,6 +434,50 @@ export function writeJson(body: BodyBuilder, src: Buffer, s: number, e: number, 
   return passEnd - at;
 }
 
+/** A slab of the arena: records point into it, and it is freed with the last of them. */
+const SLAB_BYTES = 64 * 1024;
+
+/**
+ * Where the shaping stage writes JSON lines' OTLP values for the OTLP
+ * protobuf sink, in the one pass that also decides they are JSON (the
+ * encoder then copies them instead of reading the line again). Append-only
+ * slabs: a record holds its slab until its batch is acknowledged, so a slab
+ * outlives the writes into it by one in-flight window at most (64 KiB holds
+ * about two hundred values).
+ */
+export class AnyValueArena {
+  private slab = Buffer.allocUnsafe(0);
+  private used = 0;
+  /** The last value written (write() answered JSON_OK): slab, offset, length. */
+  buffer: Buffer = this.slab;
+  at = 0;
+  length = 0;
+
+  /**
+   * writeJson's verdict on [s, e) with the checks scanJson makes (the bytes
+   * were not scanned before); on JSON_OK the value is at buffer, at, length
+   * and severityAt holds where the root's `keys` values start.
+   */
+  write(src: Buffer, s: number, e: number, maxFields: number, maxDepth: number, keys: readonly Uint8Array[]): number {
+    severityAt.fill(-1);
+    const start = objectStart(src, s, e);
+    if (start < 0) return JSON_PLAIN;
+    const room = 5 * (e - s) + 64;
+    if (this.used + room > this.slab.length) {
+      this.slab = Buffer.allocUnsafe(Math.max(SLAB_BYTES, room));
+      this.used = 0;
+    }
+    const r = pass(src, start, e, this.slab, this.used, maxFields, maxDepth, false, true, keys);
+    if (r !== JSON_OK) return r;
+    if (passEnd > this.used + room) throw new Error(`JSON value written past its room (${passEnd - this.used} > ${room} bytes)`);
+    this.buffer = this.slab;
+    this.at = this.used;
+    this.length = passEnd - this.used;
+    this.used = passEnd;
+    return JSON_OK;
+  }
+}
+
 /** The JSON value starting at `at` (after whitespace) in `src`, as JSON.parse gives it (for a severity field); undefined if there is none. */
 export function valueAt(src: Buffer, at: number, e: number): unknown {
   while (at < e && (src[at] === 32 || src[at] === 10 || src[at] === 13 || src[at] === 9)) at++;

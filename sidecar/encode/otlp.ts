@@ -10,15 +10,18 @@
 // Field numbers are opentelemetry-proto's (logs/v1, common/v1,
 // resource/v1); sidecar/test/otlp-encoder.test.ts decodes the output with
 // them and compares it with the OpenTelemetry serializer's, field by field.
-import { OTLP_ATTRIBUTES as A, SEVERITY_KEYS, SHAPED_FIELDS } from '../../src/contract/record.ts';
+import { OTLP_ATTRIBUTES as A, SHAPED_FIELDS } from '../../src/contract/record.ts';
 import type { Identity } from '../config.ts';
 import { CriRecord, FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type FieldValue, type Fields, type FileMeta, type LogRecord, type Stream } from '../records/record.ts';
 import { nowTime, parseTimestamp, type EpochTime } from '../records/timestamp.ts';
-import { ShapedRecord } from '../records/shaped.ts';
+import { PreparedJsonRecord, ShapedRecord } from '../records/shaped.ts';
 import { utf8Valid } from '../records/utf8.ts';
 import { BodyBuilder } from './body.ts';
 import { metadataFields } from './document.ts';
-import { T_ARRAY, T_BOOL, T_DOUBLE, T_INT, T_KEY, T_KVLIST, T_STRING, T_VALUE, T_VALUES, numberSize, severityAt, valueAt, varintSize, writeJson, writeNumber } from './json-anyvalue.ts';
+import { T_ARRAY, T_BOOL, T_DOUBLE, T_INT, T_KEY, T_KVLIST, T_STRING, T_VALUE, T_VALUES, numberSize, varintSize, writeJson, writeNumber } from './json-anyvalue.ts';
+import { SEVERITY_KEY_BYTES, severityFound, severityOf, type Severity } from './severity.ts';
+
+export { severityOf };
 
 // Wire types: 0 varint, 1 fixed64, 2 length-delimited.
 const tag = (field: number, wire: number) => (field << 3) | wire;
@@ -336,118 +339,6 @@ function writeValue(body: BodyBuilder, v: FieldValue, sizes: readonly number[], 
   }
 }
 
-// A Map: a tenant's level value is looked up here, and an object literal would answer "constructor" or "__proto__" from its prototype.
-const SEVERITY_NUMBERS = new Map<string, number>([
-  ['trace', 1],
-  ['debug', 5],
-  ['info', 9],
-  ['information', 9],
-  ['informational', 9],
-  ['notice', 10],
-  ['warn', 13],
-  ['warning', 13],
-  ['error', 17],
-  ['err', 17],
-  ['fatal', 21],
-  ['critical', 21],
-  ['crit', 21],
-  ['panic', 21],
-  ['alert', 21],
-  ['emerg', 21],
-  ['emergency', 21],
-]);
-/** pino's and bunyan's numeric levels. */
-const NUMERIC_LEVELS = new Map<number, Severity>([10, 20, 30, 40, 50, 60].map((v, i) => [v, { number: [1, 5, 9, 13, 17, 21][i]!, text: ['trace', 'debug', 'info', 'warn', 'error', 'fatal'][i]! }]));
-
-interface Severity {
-  readonly number: number;
-  readonly text: string;
-}
-
-/** OpenTelemetry's severity of a record from its first level-like field; undefined when none is recognised. */
-export function severityOf(fields: Fields): Severity | undefined {
-  for (const key of SEVERITY_KEYS) {
-    const s = severityOfValue(fields[key]);
-    if (s) return s;
-  }
-  return undefined;
-}
-
-function severityOfValue(v: unknown): Severity | undefined {
-  if (typeof v === 'string') {
-    const n = SEVERITY_NUMBERS.get(v.trim().toLowerCase());
-    if (n !== undefined) return { number: n, text: v };
-  } else if (typeof v === 'number') return NUMERIC_LEVELS.get(v);
-  return undefined;
-}
-
-const SEVERITY_KEY_BYTES = SEVERITY_KEYS.map((k) => Buffer.from(k, 'utf8'));
-
-/**
- * The last level values seen as bytes, with their severity: a Job's lines
- * repeat a handful of levels, and matching the bytes spares a string, its
- * trimmed and lower-cased copies and a lookup per record.
- */
-const LEVEL_CACHE_SIZE = 8;
-const LEVEL_MAX_BYTES = 24;
-const levelBytes = Buffer.alloc(LEVEL_CACHE_SIZE * LEVEL_MAX_BYTES);
-const levelLengths = new Int32Array(LEVEL_CACHE_SIZE).fill(-1);
-const levelSeverities: (Severity | undefined)[] = new Array<Severity | undefined>(LEVEL_CACHE_SIZE).fill(undefined);
-let levelNext = 0;
-
-/** A cached level whose bytes are [s, e) of src; -1 if none. */
-function cachedLevel(src: Buffer, s: number, e: number): number {
-  const n = e - s;
-  for (let c = 0; c < LEVEL_CACHE_SIZE; c++) {
-    if (levelLengths[c] !== n) continue;
-    const base = c * LEVEL_MAX_BYTES;
-    let same = true;
-    for (let i = 0; i < n && same; i++) same = levelBytes[base + i] === src[s + i];
-    if (same) return c;
-  }
-  return -1;
-}
-
-/** severityOf() over the root's level-like values writeJson found in `src` (before `e`). */
-function severityFound(src: Buffer, e: number): Severity | undefined {
-  for (let k = 0; k < SEVERITY_KEYS.length; k++) {
-    let at = severityAt[k]!;
-    if (at < 0) continue;
-    while (at < e && (src[at] === 32 || src[at] === 9 || src[at] === 10 || src[at] === 13)) at++;
-    // The value token as written: a string's bytes with its quotes, or a number's (never longer than the cache's slots).
-    let end = at;
-    if (src[at] === 34) {
-      end++;
-      while (end < e && end - at < LEVEL_MAX_BYTES && src[end] !== 34 && src[end] !== 92) end++;
-      end = end < e && src[end] === 34 ? end + 1 : -1;
-    } else {
-      while (end < e && end - at < LEVEL_MAX_BYTES && ((src[end]! >= 48 && src[end]! <= 57) || src[end] === 45 || src[end] === 46)) end++;
-      // Only a whole token: "3e1" stopped at its e is not the 3 it starts with.
-      const next = end < e ? src[end]! : 32;
-      if (!(next === 44 || next === 125 || next === 93 || next === 32 || next === 9 || next === 10 || next === 13)) end = -1;
-    }
-    const cacheable = end > at && end - at <= LEVEL_MAX_BYTES;
-    if (cacheable) {
-      const c = cachedLevel(src, at, end);
-      if (c >= 0) {
-        const s = levelSeverities[c];
-        if (s) return s;
-        continue;
-      }
-    }
-    const s = severityOfValue(valueAt(src, at, e));
-    if (cacheable) {
-      const c = levelNext;
-      levelNext = (levelNext + 1) % LEVEL_CACHE_SIZE;
-      src.copy(levelBytes, c * LEVEL_MAX_BYTES, at, end);
-      levelLengths[c] = end - at;
-      levelSeverities[c] = s;
-    }
-    if (s) return s;
-  }
-  return undefined;
-}
-
 /** A LogRecord attribute, tag and length included. */
 function attribute(key: string, v: string | number | boolean): Buffer {
   return new Bytes().field(T_ATTRIBUTE, keyValue(key, v)).done();
@@ -629,7 +520,15 @@ export class OtlpEncoder {
     let anyLen = -1;
     const bodyAt = body.length;
     let severity: Severity | undefined;
-    if (json?.verbatim) {
+    // Or written already by the shaping stage, with its severity: copied after the head.
+    const prepared = r instanceof PreparedJsonRecord ? r : undefined;
+    if (prepared) {
+      src = prepared.origin!.src;
+      s = prepared.origin!.msgAt;
+      e = prepared.origin!.msgEnd;
+      anyLen = prepared.anyLength;
+      severity = prepared.severity;
+    } else if (json?.verbatim) {
       if (origin) {
         src = origin.src;
         s = origin.msgAt;
@@ -673,8 +572,9 @@ export class OtlpEncoder {
       (origKv > 0 ? 1 + varintSize(origKv) + origKv : 0) +
       (linesKv > 0 ? 1 + varintSize(linesKv) + linesKv : 0) +
       9;
-    const head = fast ? this.head : body;
-    if (fast) head.truncate(0);
+    const inserted = fast && !prepared;
+    const head = inserted ? this.head : body;
+    if (inserted) head.truncate(0);
     head.byte(T_LOG_RECORD);
     head.varint(len);
     head.byte(T_TIME);
@@ -689,7 +589,8 @@ export class OtlpEncoder {
     }
     head.byte(T_BODY);
     head.varint(anyLen);
-    if (fast) body.insert(bodyAt, head);
+    if (prepared) body.slice(prepared.anyValue, prepared.anyAt, prepared.anyAt + anyLen);
+    else if (fast) body.insert(bodyAt, head);
     else if (fields !== undefined) writeValue(body, fields, sizes, { at: 0 });
     else {
       body.byte(T_STRING);

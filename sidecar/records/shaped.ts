@@ -74,3 +74,23 @@ export class ShapedRecord implements LogRecord {
   }
 
 }
+
+/**
+ * A one-line JSON record whose OTLP value the shaping stage wrote already
+ * (for the OTLP protobuf sink, see AnyValueArena): the encoder copies it and
+ * the severity found with it.
+ */
+export class PreparedJsonRecord extends ShapedRecord {
+  constructor(
+    origin: CriRecord,
+    safe: number,
+    json: JsonFields,
+    /** The value (an AnyValue with its kvlist tag) at [anyAt, anyAt + anyLength) of anyValue. */
+    readonly anyValue: Buffer,
+    readonly anyAt: number,
+    readonly anyLength: number,
+    readonly severity: { readonly number: number; readonly text: string } | undefined,
+  ) {
+    super(origin.file, origin.offset, undefined, origin.stream, undefined, origin.size, safe, origin.flags, undefined, json, origin);
+  }
+}

@@ -14,9 +14,10 @@
 // (`FileShape.owed`), so a file's checkpoint still reaches its end.
 import { ConfigError } from '../config.ts';
 import type { Stats } from '../stats.ts';
-import { JSON_OK, JSON_PLAIN, objectAhead, scanJson } from '../encode/json-anyvalue.ts';
+import { AnyValueArena, JSON_OK, JSON_PLAIN, objectAhead, scanJson } from '../encode/json-anyvalue.ts';
+import { SEVERITY_KEY_BYTES, severityFound } from '../encode/severity.ts';
 import { CriRecord, type FileMeta, type LogRecord, type Stream } from '../records/record.ts';
-import { ShapedRecord, type JsonFields } from '../records/shaped.ts';
+import { PreparedJsonRecord, ShapedRecord, type JsonFields } from '../records/shaped.ts';
 import { utf8Valid } from '../records/utf8.ts';
 import { parseJsonFields } from './json.ts';
 import { Masker, type MaskState } from './mask.ts';
@@ -47,8 +48,18 @@ export function shapingProblems(settings: ShapingSettings): string[] {
   }
 }
 
+export interface ShaperOptions {
+  /**
+   * The sink encodes OTLP protobuf: a JSON line's value is written here, in
+   * the pass that decides it is JSON, for the encoder to copy (instead of a
+   * pass to decide here and another to write there).
+   */
+  readonly otlpValues?: boolean;
+}
+
 export class Shaper {
   private readonly joiner: Joiner | undefined;
+  private readonly arena: AnyValueArena | undefined;
   private readonly masker: Masker | undefined;
   private readonly json: JsonSettings | undefined;
   private readonly files = new Map<FileMeta, FileShape>();
@@ -61,7 +72,9 @@ export class Shaper {
     private readonly stats: Stats,
     private readonly out: Emit,
     private readonly now: () => number = Date.now,
+    options: ShaperOptions = {},
   ) {
+    this.arena = options.otlpValues && settings.json ? new AnyValueArena() : undefined;
     this.joiner = settings.multiline ? new Joiner(settings.multiline, now) : undefined;
     this.masker = settings.mask ? new Masker(settings.mask) : undefined;
     this.json = settings.json;
@@ -229,10 +242,12 @@ export class Shaper {
       }
       if (!this.masker && first instanceof CriRecord && utf8Valid(first.src, first.msgAt, first.msgEnd)) {
         const json = this.json!;
-        const verdict = scanJson(first.src, first.msgAt, first.msgEnd, json.maxFields, json.maxDepth);
+        const arena = this.arena;
+        const verdict = arena ? arena.write(first.src, first.msgAt, first.msgEnd, json.maxFields, json.maxDepth, SEVERITY_KEY_BYTES) : scanJson(first.src, first.msgAt, first.msgEnd, json.maxFields, json.maxDepth);
         if (verdict === JSON_PLAIN) return first;
         if (verdict === JSON_OK) {
           this.stats.jsonRecords++;
+          if (arena) return new PreparedJsonRecord(first, safe, this.jsonScanned!, arena.buffer, arena.at, arena.length, severityFound(first.src, first.msgEnd));
           return new ShapedRecord(first.file, first.offset, undefined, first.stream, undefined, size, safe, flags, undefined, this.jsonScanned, first);
         }
       }

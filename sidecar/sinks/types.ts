@@ -26,6 +26,8 @@ export type SendResult =
 export interface Sink {
   send(records: readonly LogRecord[], signal: AbortSignal): Promise<SendResult>;
   close?(): Promise<void>;
+  /** 'otlp': the sink encodes OTLP protobuf, and takes JSON lines' values written by the shaping stage (PreparedJsonRecord). */
+  readonly jsonValues?: 'otlp';
 }
 
 export interface SinkContext {

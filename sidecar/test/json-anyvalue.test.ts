@@ -13,7 +13,7 @@ import { VERSION } from '../../src/contract/version.ts';
 import { JSON_OK, JSON_PLAIN, JSON_SLOW, scanJson } from '../encode/json-anyvalue.ts';
 import { OtlpEncoder, severityOf } from '../encode/otlp.ts';
 import { CriRecord, type Fields, type LogRecord } from '../records/record.ts';
-import { ShapedRecord, type JsonFields } from '../records/shaped.ts';
+import { PreparedJsonRecord, ShapedRecord, type JsonFields } from '../records/shaped.ts';
 import { parseJsonFields } from '../shape/json.ts';
 import type { JsonSettings } from '../shape/settings.ts';
 import { CriDecoder } from '../sources/node/cri.ts';
@@ -597,10 +597,18 @@ function criFile(messages: readonly Buffer[], g: Gen): Buffer {
   return Buffer.concat(parts);
 }
 
+/** The record's line is valid UTF-8 (so the shaper may read it as bytes). */
+function utf8Ok(r: LogRecord): boolean {
+  return r instanceof CriRecord && isUtf8(r.src.subarray(r.msgAt, r.msgEnd));
+}
+
 describe('the shaping stage decides on the bytes as it would on the message', () => {
-  for (const [name, env, bounds, salt] of [
-    ['defaults', { PARSE: 'json' }, DEFAULTS, 11],
-    ['small bounds', { PARSE: 'json', JSON_MAX_FIELDS: '5', JSON_MAX_DEPTH: '2' }, SMALL, 12],
+  for (const [name, env, bounds, salt, otlpValues] of [
+    ['defaults', { PARSE: 'json' }, DEFAULTS, 11, false],
+    ['small bounds', { PARSE: 'json', JSON_MAX_FIELDS: '5', JSON_MAX_DEPTH: '2' }, SMALL, 12, false],
+    // As for the OTLP protobuf sink: the shaping stage writes the values the encoder copies.
+    ['defaults, values written by the shaper', { PARSE: 'json' }, DEFAULTS, 13, true],
+    ['small bounds, values written by the shaper', { PARSE: 'json', JSON_MAX_FIELDS: '5', JSON_MAX_DEPTH: '2' }, SMALL, 14, true],
   ] as const) {
     it(`CriRecords through Shaper with PARSE=json, ${name}`, async () => {
       const settings = shaping(env);
@@ -633,7 +641,7 @@ describe('the shaping stage decides on the bytes as it would on the message', ()
       // The same lines as the object path sees them: plain records with the decoded message.
       const plain: LogRecord[] = records.map((r) => ({ file: r.file, offset: r.offset, ts: r.ts, stream: r.stream, message: r.message, size: r.size, safe: r.safe, flags: r.flags }));
 
-      const bytes = harness(settings);
+      const bytes = harness(settings, undefined, { otlpValues });
       const objects = harness(settings);
       for (let i = 0; i < records.length; i += 100) {
         await bytes.shaper.push(records.slice(i, i + 100));
@@ -657,6 +665,9 @@ describe('the shaping stage decides on the bytes as it would on the message', ()
           expect(isDeepStrictEqual(out.fields, parsed.fields), where).toBe(true);
           expect(isDeepStrictEqual(out.fields, objects.out[i]!.fields), where).toBe(true);
           expect([out.offset, out.ts, out.stream, out.size, out.safe, out.flags], where).toEqual([r.offset, r.ts, r.stream, r.size, r.safe, r.flags]);
+          // Written by the shaper exactly when the byte path takes the line (the object path's lines stay as they were).
+          const c = r as CriRecord;
+          expect(out instanceof PreparedJsonRecord, where).toBe(otlpValues && utf8Ok(r) && scanJson(c.src, c.msgAt, c.msgEnd, bounds.maxFields, bounds.maxDepth) === JSON_OK);
           const origin = (out as ShapedRecord).origin;
           // The bytes stand for the message only when they are valid UTF-8.
           expect(origin, where).toBe(isUtf8((r as CriRecord).src.subarray((r as CriRecord).msgAt, (r as CriRecord).msgEnd)) ? r : undefined);

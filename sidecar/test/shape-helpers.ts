@@ -1,5 +1,5 @@
 // Feeding lines through the shaping stage, as a source would.
-import { Shaper } from '../shape/shaper.ts';
+import { Shaper, type ShaperOptions } from '../shape/shaper.ts';
 import { parseShaping, type ShapingSettings } from '../shape/settings.ts';
 import type { FileMeta, LogRecord, Stream } from '../records/record.ts';
 import { newStats, type Stats } from '../stats.ts';
@@ -29,10 +29,16 @@ export class Lines {
   }
 }
 
-export function harness(settings: ShapingSettings, stats: Stats = newStats()) {
+export function harness(settings: ShapingSettings, stats: Stats = newStats(), options: ShaperOptions = {}) {
   const out: LogRecord[] = [];
-  const shaper = new Shaper(settings, stats, async (records) => {
-    out.push(...records);
-  });
+  const shaper = new Shaper(
+    settings,
+    stats,
+    async (records) => {
+      out.push(...records);
+    },
+    undefined,
+    options,
+  );
   return { shaper, out, stats, messages: () => out.map((r) => r.message) };
 }
