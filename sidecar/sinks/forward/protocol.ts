@@ -2,7 +2,7 @@
 // PackedForward messages with EventTime (ext type 0) and a chunk id, the
 // tag template, and the shared-key handshake (HELO / PING / PONG).
 import { createHash, randomBytes } from 'node:crypto';
-import { gzipSync } from 'node:zlib';
+import { gzipBody } from '../../encode/gzip.ts';
 import { Encoder, ExtData } from '@msgpack/msgpack';
 import type { Identity } from '../../config.ts';
 import { FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type LogRecord } from '../../records/record.ts';
@@ -128,7 +128,7 @@ export class ForwardEncoder {
         const parts = list.map((r) => this.enc.encode(this.entry(r)));
         let stream: Uint8Array = Buffer.concat(parts);
         if (this.gzipLevel > 0) {
-          stream = gzipSync(stream, { level: this.gzipLevel });
+          stream = gzipBody(stream, this.gzipLevel);
           options.compressed = 'gzip';
         }
         bytes = this.enc.encode([tag, stream, options]);

@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import http, { type IncomingHttpHeaders } from 'node:http';
 import type https from 'node:https';
-import zlib from 'node:zlib';
+import { gzipBody } from '../../encode/gzip.ts';
 import { ConfigError, type Config } from '../../config.ts';
 import { buildRequest } from '../request-error.ts';
 import { ENV } from '../../../src/contract/env.ts';
@@ -87,7 +87,7 @@ export class HttpClient {
       // and the thread-pool version costs more CPU in hand-offs than it could
       // overlap, on a sidecar that mostly has a fraction of one core. It also
       // keeps zlib's allocations out of the pool threads' malloc arenas (RSS).
-      payload = zlib.gzipSync(payload, { level: this.gzipLevel });
+      payload = gzipBody(payload, this.gzipLevel);
       headers['content-encoding'] = 'gzip';
       opts.release?.();
     }
