@@ -521,7 +521,8 @@ export class OtlpEncoder {
     const bodyAt = body.length;
     let severity: Severity | undefined;
     // Or written already by the shaping stage, with its severity: copied after the head.
-    const prepared = r instanceof PreparedJsonRecord ? r : undefined;
+    // Used once: a request encoded again (a retry, a split batch) reads the line's bytes instead, so a slab is freed once its records are encoded, not acknowledged.
+    const prepared = r instanceof PreparedJsonRecord && r.anyValue !== undefined ? r : undefined;
     if (prepared) {
       src = prepared.origin!.src;
       s = prepared.origin!.msgAt;
@@ -589,7 +590,10 @@ export class OtlpEncoder {
     }
     head.byte(T_BODY);
     head.varint(anyLen);
-    if (prepared) body.slice(prepared.anyValue, prepared.anyAt, prepared.anyAt + anyLen);
+    if (prepared) {
+      body.slice(prepared.anyValue!, prepared.anyAt, prepared.anyAt + anyLen);
+      prepared.anyValue = undefined;
+    }
     else if (fast) body.insert(bodyAt, head);
     else if (fields !== undefined) writeValue(body, fields, sizes, { at: 0 });
     else {

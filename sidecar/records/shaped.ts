@@ -78,15 +78,18 @@ export class ShapedRecord implements LogRecord {
 /**
  * A one-line JSON record whose OTLP value the shaping stage wrote already
  * (for the OTLP protobuf sink, see AnyValueArena): the encoder copies it and
- * the severity found with it.
+ * the severity found with it, once. It then lets go of the value (and so of
+ * its slab): a record waits for its acknowledgement far longer than for its
+ * encoding, and an encoding again (a retry) reads the line's bytes as any
+ * JSON record's does.
  */
 export class PreparedJsonRecord extends ShapedRecord {
   constructor(
     origin: CriRecord,
     safe: number,
     json: JsonFields,
-    /** The value (an AnyValue with its kvlist tag) at [anyAt, anyAt + anyLength) of anyValue. */
-    readonly anyValue: Buffer,
+    /** The value (an AnyValue with its kvlist tag) at [anyAt, anyAt + anyLength) of anyValue; undefined once encoded. */
+    public anyValue: Buffer | undefined,
     readonly anyAt: number,
     readonly anyLength: number,
     readonly severity: { readonly number: number; readonly text: string } | undefined,

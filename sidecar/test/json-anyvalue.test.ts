@@ -690,9 +690,15 @@ describe('the shaping stage decides on the bytes as it would on the message', ()
         const parsed = parseJsonFields(r.message, bounds);
         return typeof parsed === 'object' ? { ...r, fields: parsed.fields, lines: undefined } : r;
       });
+      const prepared = bytes.out.filter((r) => r instanceof PreparedJsonRecord).length;
       const a = Buffer.from(encoder.request(bytes.out, OBSERVED));
       const b = Buffer.from(encoder.request(reference, OBSERVED));
       expect(a.equals(b), `seed ${seed}: the shaped batch differs from the object path's`).toBe(true);
+      // Encoded once, the values the shaper wrote are let go; encoding again (a retry) reads the lines' bytes, to the same request.
+      expect(prepared > 300).toBe(otlpValues);
+      expect(bytes.out.filter((r) => r instanceof PreparedJsonRecord && r.anyValue !== undefined)).toHaveLength(0);
+      const again = Buffer.from(encoder.request(bytes.out, OBSERVED));
+      expect(again.equals(b), `seed ${seed}: the batch encoded again differs`).toBe(true);
     });
   }
 });
