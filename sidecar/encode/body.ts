@@ -37,6 +37,55 @@ export function releaser(body: Buffer): () => void {
   };
 }
 
+// Writers into bytes a caller has claimed (BodyBuilder.claim): each returns the offset after what it wrote.
+
+/** A protobuf varint of a non-negative safe integer. */
+export function putVarint(buf: Buffer, o: number, v: number): number {
+  while (v > 0x7f) {
+    buf[o++] = (v % 128) | 0x80;
+    v = Math.floor(v / 128);
+  }
+  buf[o++] = v;
+  return o;
+}
+
+/** A little-endian 64-bit integer given as its low and high 32-bit halves (protobuf fixed64). */
+export function putFixed64(buf: Buffer, o: number, lo: number, hi: number): number {
+  buf[o] = lo;
+  buf[o + 1] = lo >>> 8;
+  buf[o + 2] = lo >>> 16;
+  buf[o + 3] = lo >>> 24;
+  buf[o + 4] = hi;
+  buf[o + 5] = hi >>> 8;
+  buf[o + 6] = hi >>> 16;
+  buf[o + 7] = hi >>> 24;
+  return o + 8;
+}
+
+/** How many digits `v` (a non-negative safe integer) has in decimal. */
+export function decimalDigits(v: number): number {
+  if (v > 0x7fffffff) return String(v).length;
+  return v < 100000 ? (v < 100 ? (v < 10 ? 1 : 2) : v < 1000 ? 3 : v < 10000 ? 4 : 5) : v < 10000000 ? (v < 1000000 ? 6 : 7) : v < 100000000 ? 8 : v < 1000000000 ? 9 : 10;
+}
+
+/** `v` in decimal, its `digits` (decimalDigits) written from the last. */
+export function putUint(buf: Buffer, o: number, v: number, digits: number): number {
+  // Offsets past 2 GiB are rare enough for the generic conversion; below, int32 arithmetic is cheap.
+  if (v > 0x7fffffff) {
+    const text = String(v);
+    for (let i = 0; i < text.length; i++) buf[o++] = text.charCodeAt(i);
+    return o;
+  }
+  let at = o + digits;
+  let i = v | 0;
+  do {
+    const q = (i / 10) | 0;
+    buf[--at] = 48 + i - q * 10;
+    i = q;
+  } while (i > 0);
+  return o + digits;
+}
+
 export class BodyBuilder {
   private buf: Buffer;
   private len = 0;
@@ -85,19 +134,9 @@ export class BodyBuilder {
 
   /** A non-negative safe integer in decimal, digits written in place. */
   uint(v: number): void {
-    // Offsets past 2 GiB are rare enough for the generic conversion; below, int32 arithmetic is cheap.
-    if (v > 0x7fffffff) return this.ascii(String(v));
-    const digits = v < 100000 ? (v < 100 ? (v < 10 ? 1 : 2) : v < 1000 ? 3 : v < 10000 ? 4 : 5) : v < 10000000 ? (v < 1000000 ? 6 : 7) : v < 100000000 ? 8 : v < 1000000000 ? 9 : 10;
+    const digits = decimalDigits(v);
     this.ensure(digits);
-    const buf = this.buf;
-    let o = this.len + digits;
-    this.len = o;
-    let i = v | 0;
-    do {
-      const q = (i / 10) | 0;
-      buf[--o] = 48 + i - q * 10;
-      i = q;
-    } while (i > 0);
+    this.len = putUint(this.buf, this.len, v, digits);
   }
 
   /**
@@ -188,30 +227,13 @@ export class BodyBuilder {
   /** A protobuf varint of a non-negative safe integer. */
   varint(v: number): void {
     this.ensure(10);
-    const buf = this.buf;
-    let o = this.len;
-    while (v > 0x7f) {
-      buf[o++] = (v % 128) | 0x80;
-      v = Math.floor(v / 128);
-    }
-    buf[o++] = v;
-    this.len = o;
+    this.len = putVarint(this.buf, this.len, v);
   }
 
   /** A little-endian 64-bit integer given as its low and high 32-bit halves (protobuf fixed64). */
   fixed64(lo: number, hi: number): void {
     this.ensure(8);
-    const buf = this.buf;
-    const o = this.len;
-    buf[o] = lo;
-    buf[o + 1] = lo >>> 8;
-    buf[o + 2] = lo >>> 16;
-    buf[o + 3] = lo >>> 24;
-    buf[o + 4] = hi;
-    buf[o + 5] = hi >>> 8;
-    buf[o + 6] = hi >>> 16;
-    buf[o + 7] = hi >>> 24;
-    this.len = o + 8;
+    this.len = putFixed64(this.buf, this.len, lo, hi);
   }
 
   /** Bytes [s, e) of `src` in one native copy (message bodies, hundreds of bytes); Buffer.copy makes no view per call, as subarray() would. */

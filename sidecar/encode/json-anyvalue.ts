@@ -17,7 +17,7 @@
 // would have merged duplicate keys before counting) or nesting past
 // MAX_NESTING is answered SLOW, and the caller takes the object path.
 // sidecar/test/json-anyvalue.test.ts holds the two paths to the same bytes.
-import type { BodyBuilder } from './body.ts';
+import { putVarint, type BodyBuilder } from './body.ts';
 
 export const JSON_OK = 0;
 /** Not a JSON object: the line stays a plain message. */
@@ -54,16 +54,6 @@ export function numberSize(v: number): number {
 export function writeNumber(body: BodyBuilder, v: number): void {
   const at = body.claim(11);
   body.truncate(putNumber(body.buffer, at, v));
-}
-
-/** Writes `v` (below 2^53) as a varint at `o`; returns the offset after it. */
-function putVarint(ob: Buffer, o: number, v: number): number {
-  while (v > 0x7f) {
-    ob[o++] = (v % 128) | 0x80;
-    v = Math.floor(v / 128);
-  }
-  ob[o++] = v;
-  return o;
 }
 
 /**
@@ -421,17 +411,23 @@ export function writeJson(body: BodyBuilder, src: Buffer, s: number, e: number, 
   severityAt.fill(-1);
   const start = objectStart(src, s, e);
   if (start < 0) return JSON_PLAIN;
-  // The most a JSON byte can become: "-1," (3 bytes) is a 13-byte element.
-  const room = 5 * (e - s) + 64;
+  const room = roomFor(s, e);
   const at = body.claim(room);
-  const r = pass(src, start, e, body.buffer, at, maxFields, maxDepth, scanned, true, keys);
-  if (r !== JSON_OK) {
-    body.truncate(at);
-    return r;
-  }
-  if (passEnd > at + room) throw new Error(`JSON value written past its room (${passEnd - at} > ${room} bytes)`);
-  body.truncate(passEnd);
-  return passEnd - at;
+  const r = writeAt(src, start, e, body.buffer, at, room, maxFields, maxDepth, scanned, keys);
+  body.truncate(r === JSON_OK ? passEnd : at);
+  return r === JSON_OK ? passEnd - at : r;
+}
+
+/** The most the value of [s, e) can take: "-1," (3 bytes) is a 13-byte element. */
+function roomFor(s: number, e: number): number {
+  return 5 * (e - s) + 64;
+}
+
+/** A pass that writes the object at `start` into `buf` at `at`, within `room` bytes: JSON_OK (passEnd is where it ends) or a JSON_ code. */
+function writeAt(src: Buffer, start: number, e: number, buf: Buffer, at: number, room: number, maxFields: number, maxDepth: number, trusted: boolean, keys: readonly Uint8Array[]): number {
+  const r = pass(src, start, e, buf, at, maxFields, maxDepth, trusted, true, keys);
+  if (r === JSON_OK && passEnd > at + room) throw new Error(`JSON value written past its room (${passEnd - at} > ${room} bytes)`);
+  return r;
 }
 
 /** A slab of the arena: records point into it, and it is freed with the last of them. */
@@ -462,14 +458,13 @@ export class AnyValueArena {
     severityAt.fill(-1);
     const start = objectStart(src, s, e);
     if (start < 0) return JSON_PLAIN;
-    const room = 5 * (e - s) + 64;
+    const room = roomFor(s, e);
     if (this.used + room > this.slab.length) {
       this.slab = Buffer.allocUnsafe(Math.max(SLAB_BYTES, room));
       this.used = 0;
     }
-    const r = pass(src, start, e, this.slab, this.used, maxFields, maxDepth, false, true, keys);
+    const r = writeAt(src, start, e, this.slab, this.used, room, maxFields, maxDepth, false, keys);
     if (r !== JSON_OK) return r;
-    if (passEnd > this.used + room) throw new Error(`JSON value written past its room (${passEnd - this.used} > ${room} bytes)`);
     this.buffer = this.slab;
     this.at = this.used;
     this.length = passEnd - this.used;

@@ -16,7 +16,7 @@ import { CriRecord, FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type FieldV
 import { nowTime, parseTimestamp, type EpochTime } from '../records/timestamp.ts';
 import { PreparedJsonRecord, ShapedRecord } from '../records/shaped.ts';
 import { utf8Valid } from '../records/utf8.ts';
-import { BodyBuilder } from './body.ts';
+import { BodyBuilder, decimalDigits, putFixed64, putUint, putVarint } from './body.ts';
 import { metadataFields } from './document.ts';
 import { T_ARRAY, T_BOOL, T_DOUBLE, T_INT, T_KEY, T_KVLIST, T_STRING, T_VALUE, T_VALUES, numberSize, varintSize, writeJson, writeNumber } from './json-anyvalue.ts';
 import { SEVERITY_KEY_BYTES, severityFound, severityOf, type Severity } from './severity.ts';
@@ -44,11 +44,6 @@ const TWO_32 = 2 ** 32;
 const TWO_16 = 2 ** 16;
 
 export { varintSize };
-
-function decimalDigits(v: number): number {
-  if (v > 0x7fffffff) return String(v).length;
-  return v < 100000 ? (v < 100 ? (v < 10 ? 1 : 2) : v < 1000 ? 3 : v < 10000 ? 4 : 5) : v < 10000000 ? (v < 1000000 ? 6 : 7) : v < 100000000 ? 8 : v < 1000000000 ? 9 : 10;
-}
 
 /**
  * A small protobuf message built once (per file, stream or flag), not per
@@ -158,27 +153,6 @@ const LINES_KEY = S.lines;
 /** log.record.uid's key, as the KeyValue holds it: the bytes between its length and the value's. */
 const UID_HEAD = Buffer.from([T_KEY, UID_KEY.length, ...Buffer.from(UID_KEY, 'latin1'), T_VALUE]);
 
-function putVarint(buf: Buffer, o: number, v: number): number {
-  while (v > 0x7f) {
-    buf[o++] = (v % 128) | 0x80;
-    v = Math.floor(v / 128);
-  }
-  buf[o++] = v;
-  return o;
-}
-
-function putFixed64(buf: Buffer, o: number, lo: number, hi: number): number {
-  buf[o] = lo;
-  buf[o + 1] = lo >>> 8;
-  buf[o + 2] = lo >>> 16;
-  buf[o + 3] = lo >>> 24;
-  buf[o + 4] = hi;
-  buf[o + 5] = hi >>> 8;
-  buf[o + 6] = hi >>> 16;
-  buf[o + 7] = hi >>> 24;
-  return o + 8;
-}
-
 /** Pre-encoded bytes: a loop for the short ones (attribute heads), one native copy for the rest. */
 function putBytes(buf: Buffer, o: number, b: Buffer): number {
   const n = b.length;
@@ -201,19 +175,7 @@ function putAttributes(buf: Buffer, o: number, idPrefix: Buffer, offset: number,
   buf[o++] = T_STRING;
   o = putVarint(buf, o, len);
   o = putBytes(buf, o, idPrefix);
-  if (offset > 0x7fffffff) {
-    const text = String(offset);
-    for (let i = 0; i < text.length; i++) buf[o++] = text.charCodeAt(i);
-  } else {
-    let at = o + digits;
-    let v = offset;
-    do {
-      const q = (v / 10) | 0;
-      buf[--at] = 48 + v - q * 10;
-      v = q;
-    } while (v > 0);
-    o += digits;
-  }
+  o = putUint(buf, o, offset, digits);
   if (stream.length) o = putBytes(buf, o, stream);
   if (flags.length) o = putBytes(buf, o, flags);
   return o;
