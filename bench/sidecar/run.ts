@@ -19,11 +19,14 @@
 // it reports which.
 //
 // Knobs (environment):
-//   BENCH_SIDECAR_ROWS=sidecar,sidecar-otlp,otelcol,otelcol-gzip1,rsyslog,sidecar-parse,otelcol-parse,sidecar-shaped
-//       picks rows (default: all but sidecar-shaped). sidecar-parse and
-//       otelcol-parse alone give the parsing ratio; sidecar-shaped is the OTLP
-//       row on the shaped corpus with shaping off, and when it runs the
-//       with/without-parsing line compares against it instead of sidecar-otlp.
+//   BENCH_SIDECAR_ROWS=sidecar,sidecar-otlp,otelcol,otelcol-gzip1,rsyslog,sidecar-parse,otelcol-parse,sidecar-shaped,sidecar-parse-original
+//       picks rows (default: all but sidecar-shaped and sidecar-parse-original).
+//       sidecar-parse and otelcol-parse alone give the parsing ratio;
+//       sidecar-shaped is the OTLP row on the shaped corpus with shaping off,
+//       and when it runs the with/without-parsing line compares against it
+//       instead of sidecar-otlp; sidecar-parse-original is sidecar-parse with
+//       the line beside every JSON record (JOBHARVEST_JSON_ORIGINAL=always),
+//       and gets a parsing ratio of its own.
 //   BENCH_SIDECAR_BYTES=<n>   minimum size of each corpus (default 1 GiB); e.g. 33554432 for a quick check.
 //   BENCH_SIDECAR_MULTILINE=builtin   the sidecar joins with its built-in rules
 //       (JOBHARVEST_MULTILINE=python,java) instead of the start pattern the
@@ -55,13 +58,13 @@ const MiB = 2 ** 20;
 const MIN_BYTES = Number(process.env.BENCH_SIDECAR_BYTES ?? 2 ** 30);
 const LINE_BYTES = 200;
 const TIMEOUT_MS = 15 * 60_000;
-const ALL_ROWS = ['sidecar', 'sidecar-otlp', 'otelcol', 'otelcol-gzip1', 'rsyslog', 'sidecar-shaped', 'sidecar-parse', 'otelcol-parse'] as const;
+const ALL_ROWS = ['sidecar', 'sidecar-otlp', 'otelcol', 'otelcol-gzip1', 'rsyslog', 'sidecar-shaped', 'sidecar-parse', 'sidecar-parse-original', 'otelcol-parse'] as const;
 type RowKey = (typeof ALL_ROWS)[number];
-const DEFAULT_ROWS = ALL_ROWS.filter((k) => k !== 'sidecar-shaped');
+const DEFAULT_ROWS = ALL_ROWS.filter((k) => k !== 'sidecar-shaped' && k !== 'sidecar-parse-original');
 const ROWS = new Set((process.env.BENCH_SIDECAR_ROWS?.split(',') ?? DEFAULT_ROWS) as RowKey[]);
 for (const k of ROWS) if (!(ALL_ROWS as readonly string[]).includes(k)) throw new Error(`BENCH_SIDECAR_ROWS: unknown row ${k}; rows are ${ALL_ROWS.join(',')}`);
 const PLAIN_ROWS: readonly RowKey[] = ['sidecar', 'sidecar-otlp', 'otelcol', 'otelcol-gzip1', 'rsyslog'];
-const SHAPED_ROWS: readonly RowKey[] = ['sidecar-shaped', 'sidecar-parse', 'otelcol-parse'];
+const SHAPED_ROWS: readonly RowKey[] = ['sidecar-shaped', 'sidecar-parse', 'sidecar-parse-original', 'otelcol-parse'];
 const SIDECAR_BUILTIN_MULTILINE = process.env.BENCH_SIDECAR_MULTILINE === 'builtin';
 /**
  * The record-shaping settings both sides get: the corpus's start-of-event
@@ -269,8 +272,12 @@ function joinedNote(name: string, receiver: CountingOtlpReceiver, corpus: Corpus
   return `${records} records, expected ${corpus.events} events (or ${corpus.lines} lines unjoined): joined differently; ${structure}`;
 }
 
-/** The OTLP sink on the shaped corpus; `parse`: multiline joining and JSON parsing on (SHAPING), otherwise shaping off. */
-async function benchSidecarShaped(corpus: Corpus, parse: boolean): Promise<Row> {
+/**
+ * The OTLP sink on the shaped corpus; `parse`: multiline joining and JSON
+ * parsing on (SHAPING), otherwise shaping off; `always`: the line as written
+ * beside every JSON record, not only where the fields do not hold it exactly.
+ */
+async function benchSidecarShaped(corpus: Corpus, parse: boolean, always = false): Promise<Row> {
   const receiver = await CountingOtlpReceiver.start({ shapes: true });
   const state = mkdtempSync(join(tmpdir(), 'jh-bench-state-'));
   const settings: Partial<Record<EnvKey, string>> = { OTLP_ENCODING: 'protobuf' };
@@ -284,6 +291,7 @@ async function benchSidecarShaped(corpus: Corpus, parse: boolean): Promise<Row> 
     settings.PARSE = 'json';
     settings.JSON_MAX_FIELDS = ENV.JSON_MAX_FIELDS.default;
     settings.JSON_MAX_DEPTH = ENV.JSON_MAX_DEPTH.default;
+    if (always) settings.JSON_ORIGINAL = 'always';
   }
   try {
     const sidecar = SidecarProcess.start({
@@ -314,8 +322,8 @@ async function benchSidecarShaped(corpus: Corpus, parse: boolean): Promise<Row> 
     const exit = await sidecar.stop();
     const final = sampler.stop();
     if (exit.code !== 0) log(`sidecar exit ${exit.code ?? exit.signal}:\n${sidecar.tail()}`);
-    const what = parse ? `multiline (${SIDECAR_BUILTIN_MULTILINE ? 'built-in python,java' : 'start pattern'}) + json` : 'shaping off';
-    const name = parse ? 'jobharvest sidecar (otlp, multiline+json)' : 'jobharvest sidecar (otlp, shaped corpus)';
+    const what = parse ? `multiline (${SIDECAR_BUILTIN_MULTILINE ? 'built-in python,java' : 'start pattern'}) + json${always ? ', the line beside every JSON record' : ''}` : 'shaping off';
+    const name = parse ? `jobharvest sidecar (otlp, multiline+json${always ? '+line' : ''})` : 'jobharvest sidecar (otlp, shaped corpus)';
     log(`sidecar otlp, shaped corpus, ${what}: ${joinedNote(name, receiver, corpus, parse)}; ${receiver.stats.requests} requests (${fmt(receiver.stats.wireBytes / MiB)} MiB on the wire); summary lines_shipped=${summaryNumber(exit.summary, 'lines_shipped')}`);
     return row(name, corpus.bytes, corpus.lines, sidecar.startedAt, receiver.stats.firstRequestAt, doneAt, { cpuSeconds: usage.cpuSeconds, peakRssMiB: final.peakRssMiB });
   } finally {
@@ -390,6 +398,7 @@ const runners: Record<RowKey, () => Promise<Row>> = {
   rsyslog: () => benchRsyslog(plain()),
   'sidecar-shaped': () => benchSidecarShaped(shapedCorpus(), false),
   'sidecar-parse': () => benchSidecarShaped(shapedCorpus(), true),
+  'sidecar-parse-original': () => benchSidecarShaped(shapedCorpus(), true, true),
   // The exporter as in the otelcol-gzip1 row, which the headline ratio uses.
   'otelcol-parse': () => benchOtelcol(shapedCorpus(), 1, SHAPING),
 };
@@ -415,6 +424,8 @@ const parsing = by('sidecar-parse');
 const collectorParsing = by('otelcol-parse');
 const shapedRaw = by('sidecar-shaped');
 if (parsing && collectorParsing) console.log(`ratio sidecar/otelcol per CPU-second with parsing: ${fmt(perCpu(parsing) / perCpu(collectorParsing), 2)}x`);
+const parsingOriginal = by('sidecar-parse-original');
+if (parsingOriginal && collectorParsing) console.log(`ratio sidecar/otelcol per CPU-second with parsing, the line beside every JSON record: ${fmt(perCpu(parsingOriginal) / perCpu(collectorParsing), 2)}x`);
 if (parsing && (shapedRaw ?? otlp)) {
   const base = (shapedRaw ?? otlp)!;
   const note = shapedRaw ? 'both on the shaped corpus' : 'without: the otlp row on the plain corpus';

@@ -112,6 +112,8 @@ function stringEnd(src: Buffer, i: number, e: number): number {
           const h = src[k]!;
           if (!((h >= 48 && h <= 57) || (h >= 65 && h <= 70) || (h >= 97 && h <= 102))) return 0;
         }
+        // \uD800-\uDFFF: half of a pair, which a lone one would turn into U+FFFD on its way to UTF-8.
+        if ((src[i + 2]! | 0x20) === 100 && src[i + 3]! >= 56) passExact = false;
         i += 6;
         continue;
       }
@@ -139,6 +141,8 @@ function numberEnd(src: Buffer, i: number, e: number): number {
     if (i === at) return -1;
   }
   if (i < e && (src[i] === 101 || src[i] === 69)) {
+    // An exponent can take a number past a double's range (1e400 is Infinity).
+    passExact = false;
     i++;
     if (i < e && (src[i] === 43 || src[i] === 45)) i++;
     const at = i;
@@ -190,6 +194,19 @@ const KEY_HASHES = new Int32Array(1024);
 export const severityAt = [-1, -1, -1];
 /** Where the last pass ended (write: in the output; decide: in the input). */
 let passEnd = 0;
+/** Whether the last pass's value holds every value of its text exactly (see passWasExact). */
+let passExact = true;
+
+/**
+ * Whether the value of the last pass (scanJson, writeJson, AnyValueArena's
+ * write) holds every value of its JSON text exactly, so that the text can go
+ * without it: no number a double may not carry digit for digit (more than 15
+ * characters, an exponent, a minus zero), no escaped half of a surrogate
+ * pair. Read it before the next pass (a severity lookup is one).
+ */
+export function passWasExact(): boolean {
+  return passExact;
+}
 
 /**
  * One pass over the JSON value at `i` (after JSON whitespace), in one loop
@@ -204,6 +221,7 @@ function pass(src: Buffer, i: number, e: number, ob: Buffer | null, o: number, l
   let top = -1;
   let count = 0;
   let keyTop = 0;
+  passExact = true;
   for (;;) {
     // A value starts at i.
     while (i < e) {
@@ -268,6 +286,8 @@ function pass(src: Buffer, i: number, e: number, ob: Buffer | null, o: number, l
     } else {
       const n = numberEnd(src, i, e);
       if (n < 0) return JSON_PLAIN;
+      // Over 15 characters: maybe more significant digits than a double keeps; -0 and -0.0: a zero whose sign an int_value drops.
+      if (n - i > 15 || (c === 45 && src[i + 1] === 48)) passExact = false;
       if (ob !== null) o = putNumber(ob, o, numberOf(src, i, n));
       i = n;
     }

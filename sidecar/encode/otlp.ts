@@ -14,7 +14,7 @@ import { OTLP_ATTRIBUTES as A, SHAPED_FIELDS } from '../../src/contract/record.t
 import type { Identity } from '../config.ts';
 import { CriRecord, FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type FieldValue, type Fields, type FileMeta, type LogRecord, type Stream } from '../records/record.ts';
 import { nowTime, parseTimestamp, type EpochTime } from '../records/timestamp.ts';
-import { PreparedJsonRecord, ShapedRecord } from '../records/shaped.ts';
+import { keepsOriginal, PreparedJsonRecord, ShapedRecord } from '../records/shaped.ts';
 import { utf8Valid } from '../records/utf8.ts';
 import { BodyBuilder, decimalDigits, putFixed64, putUint, putVarint } from './body.ts';
 import { metadataFields } from './document.ts';
@@ -461,7 +461,8 @@ export class OtlpEncoder {
 
   /**
    * A record the shaping stage touched: the body is the fields' map (the
-   * line as written kept in log.record.original, so nothing is lost) and the
+   * line as written also in log.record.original when the map does not hold
+   * every value of it exactly, so nothing is lost) and the
    * severity comes from a level field. Built as a message of its own, not
    * in place: these records are the exception, and their bodies nest.
    */
@@ -523,7 +524,7 @@ export class OtlpEncoder {
     const stream = STREAM_ATTRIBUTE[r.stream];
     const flags = FLAG_ATTRIBUTES[r.flags & 7]!;
     const origAny = 1 + varintSize(n) + n;
-    const origKv = parsed ? 1 + 1 + ORIGINAL_KEY.length + 1 + varintSize(origAny) + origAny : 0;
+    const origKv = parsed && keepsOriginal(r) ? 1 + 1 + ORIGINAL_KEY.length + 1 + varintSize(origAny) + origAny : 0;
     const linesAny = r.lines !== undefined && r.lines > 1 ? 1 + varintSize(r.lines) : 0;
     const linesKv = linesAny > 0 ? 1 + 1 + LINES_KEY.length + 1 + varintSize(linesAny) + linesAny : 0;
     const len =

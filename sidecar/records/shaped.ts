@@ -16,6 +16,18 @@ export interface JsonFields {
   readonly verbatim: boolean;
   /** The message's bytes were found a JSON object within the bounds without JSON.parse (encode/json-anyvalue.ts): a reader of the bytes may trust it. */
   readonly scanned: boolean;
+  /**
+   * The OTLP record also carries the message as written (log.record.original):
+   * its fields do not hold every value of it exactly (see passWasExact in
+   * encode/json-anyvalue.ts, and masks), or the operator asked for it on
+   * every record (JOBHARVEST_JSON_ORIGINAL=always).
+   */
+  readonly keepOriginal: boolean;
+}
+
+/** Whether an OTLP record with fields also carries its message as written: a record with fields but no say from a shaper keeps it. */
+export function keepsOriginal(r: LogRecord): boolean {
+  return !(r instanceof ShapedRecord) || r.json === undefined || r.json.keepOriginal;
 }
 
 // The encoders ask one record for its fields several times in a row; the

@@ -1,7 +1,7 @@
 // The typed shaping section of the configuration. Kept apart from the engine
 // (multiline, json, mask) so that config.ts can name the types without a
 // default sidecar loading any of the shaping code.
-import { ENV } from '../../src/contract/env.ts';
+import { ENV, JSON_ORIGINAL, type JsonOriginal } from '../../src/contract/env.ts';
 
 export const MULTILINE_RULES = ['python', 'java', 'go', 'nodejs'] as const;
 export type MultilineRule = (typeof MULTILINE_RULES)[number];
@@ -21,6 +21,12 @@ export interface MultilineSettings {
 export interface JsonSettings {
   readonly maxFields: number;
   readonly maxDepth: number;
+  /**
+   * OTLP: when a JSON record also carries its line as written
+   * (log.record.original, an Opt-In attribute of the semantic conventions).
+   * Absent: 'lossy'.
+   */
+  readonly original?: JsonOriginal;
 }
 
 export interface MaskSettings {
@@ -46,10 +52,10 @@ export function shapingOn(s: ShapingSettings | undefined): s is ShapingSettings 
 type Env = Readonly<Record<string, string | undefined>>;
 
 const DEFAULT = (k: ShapingKey): string => (ENV[k] as { default?: string }).default ?? '';
-type ShapingKey = 'MULTILINE' | 'MULTILINE_START' | 'MULTILINE_MAX_LINES' | 'MULTILINE_MAX_BYTES' | 'MULTILINE_FLUSH_MS' | 'PARSE' | 'JSON_MAX_FIELDS' | 'JSON_MAX_DEPTH' | 'MASK' | 'MASK_PATTERNS' | 'MASK_REPLACEMENT';
+type ShapingKey = 'MULTILINE' | 'MULTILINE_START' | 'MULTILINE_MAX_LINES' | 'MULTILINE_MAX_BYTES' | 'MULTILINE_FLUSH_MS' | 'PARSE' | 'JSON_MAX_FIELDS' | 'JSON_MAX_DEPTH' | 'JSON_ORIGINAL' | 'MASK' | 'MASK_PATTERNS' | 'MASK_REPLACEMENT';
 
 /** The shaping env vars as the sidecar reads them; also what the harvester reads from a verified pod spec. */
-export const SHAPING_ENV_NAMES: readonly string[] = (['MULTILINE', 'MULTILINE_START', 'MULTILINE_MAX_LINES', 'MULTILINE_MAX_BYTES', 'MULTILINE_FLUSH_MS', 'PARSE', 'JSON_MAX_FIELDS', 'JSON_MAX_DEPTH', 'MASK', 'MASK_PATTERNS', 'MASK_REPLACEMENT'] as const).map((k) => ENV[k].name);
+export const SHAPING_ENV_NAMES: readonly string[] = (['MULTILINE', 'MULTILINE_START', 'MULTILINE_MAX_LINES', 'MULTILINE_MAX_BYTES', 'MULTILINE_FLUSH_MS', 'PARSE', 'JSON_MAX_FIELDS', 'JSON_MAX_DEPTH', 'JSON_ORIGINAL', 'MASK', 'MASK_PATTERNS', 'MASK_REPLACEMENT'] as const).map((k) => ENV[k].name);
 
 export interface ParsedShaping {
   readonly settings: ShapingSettings;
@@ -103,7 +109,11 @@ export function parseShaping(env: Env, maxRecordBytes: number): ParsedShaping {
     };
   }
   const parse = raw('PARSE').toLowerCase();
-  if (parse === 'json') settings.json = { maxFields: int('JSON_MAX_FIELDS', 1, 10_000), maxDepth: int('JSON_MAX_DEPTH', 1, 64) };
+  if (parse === 'json') {
+    const original = raw('JSON_ORIGINAL').toLowerCase();
+    if (!(JSON_ORIGINAL as readonly string[]).includes(original)) problems.push(`${ENV.JSON_ORIGINAL.name} must be one of ${JSON_ORIGINAL.join(', ')}, got '${original.slice(0, 40)}'`);
+    settings.json = { maxFields: int('JSON_MAX_FIELDS', 1, 10_000), maxDepth: int('JSON_MAX_DEPTH', 1, 64), original: original === 'always' ? 'always' : 'lossy' };
+  }
   else if (parse !== 'none') problems.push(`${ENV.PARSE.name} must be one of none, json, got '${parse.slice(0, 40)}'`);
 
   const maskRules = list<MaskRule>('MASK', MASK_RULES, 'all');

@@ -14,7 +14,7 @@
 // (`FileShape.owed`), so a file's checkpoint still reaches its end.
 import { ConfigError } from '../config.ts';
 import type { Stats } from '../stats.ts';
-import { AnyValueArena, JSON_OK, JSON_PLAIN, objectAhead, scanJson } from '../encode/json-anyvalue.ts';
+import { AnyValueArena, JSON_OK, JSON_PLAIN, objectAhead, passWasExact, scanJson } from '../encode/json-anyvalue.ts';
 import { SEVERITY_KEY_BYTES, severityFound } from '../encode/severity.ts';
 import { CriRecord, type FileMeta, type LogRecord, type Stream } from '../records/record.ts';
 import { PreparedJsonRecord, ShapedRecord, type JsonFields } from '../records/shaped.ts';
@@ -63,8 +63,11 @@ export class Shaper {
   private readonly masker: Masker | undefined;
   private readonly json: JsonSettings | undefined;
   private readonly files = new Map<FileMeta, FileShape>();
+  // The JsonFields its records share: parsed or scanned, with or without the line as written.
   private readonly jsonFields: JsonFields | undefined;
+  private readonly jsonFieldsExact: JsonFields | undefined;
   private readonly jsonScanned: JsonFields | undefined;
+  private readonly jsonScannedExact: JsonFields | undefined;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -91,8 +94,13 @@ export class Shaper {
       maxDepth: json.maxDepth,
       verbatim: !quiet,
       scanned: false,
+      keepOriginal: true,
     };
+    // Fields that hold the line exactly let it go, unless the operator wants it on every record.
+    const always = json?.original === 'always';
+    this.jsonFieldsExact = this.jsonFields && { ...this.jsonFields, keepOriginal: always };
     this.jsonScanned = this.jsonFields && { ...this.jsonFields, scanned: true };
+    this.jsonScannedExact = this.jsonFields && { ...this.jsonFields, scanned: true, keepOriginal: always };
   }
 
   /** The source's emit: lines in, shaped records out. */
@@ -224,6 +232,19 @@ export class Shaper {
     return out;
   }
 
+  /**
+   * Whether a message parsed the slow way (a joined event, masks configured,
+   * a line not read from a file) is one whose fields hold every value of it
+   * exactly: the verdict the byte path gives the same text, so that a line
+   * gets the same record whichever way it was parsed.
+   */
+  private exactText(message: string): boolean {
+    const json = this.json!;
+    if (json.original === 'always') return false;
+    const bytes = Buffer.from(message, 'utf8');
+    return scanJson(bytes, 0, bytes.length, json.maxFields, json.maxDepth) === JSON_OK && passWasExact();
+  }
+
   /** The record for a group of lines; its `safe` is the last line's until settle() looks at it. */
   private shape(group: Group): LogRecord {
     const single = !Array.isArray(group);
@@ -247,8 +268,10 @@ export class Shaper {
         if (verdict === JSON_PLAIN) return first;
         if (verdict === JSON_OK) {
           this.stats.jsonRecords++;
-          if (arena) return new PreparedJsonRecord(first, safe, this.jsonScanned!, arena.buffer, arena.at, arena.length, severityFound(first.src, first.msgEnd));
-          return new ShapedRecord(first.file, first.offset, undefined, first.stream, undefined, size, safe, flags, undefined, this.jsonScanned, first);
+          // Read before the severity lookup, which is a pass of its own.
+          const fields = passWasExact() ? this.jsonScannedExact! : this.jsonScanned!;
+          if (arena) return new PreparedJsonRecord(first, safe, fields, arena.buffer, arena.at, arena.length, severityFound(first.src, first.msgEnd));
+          return new ShapedRecord(first.file, first.offset, undefined, first.stream, undefined, size, safe, flags, undefined, fields, first);
         }
       }
       message = first.message;
@@ -271,8 +294,10 @@ export class Shaper {
       const parsed = parseJsonFields(message, this.json);
       if (typeof parsed === 'object') {
         // Parsed here to decide and to count what the masks replace; kept as a way to parse again (see ShapedRecord).
+        const before = this.masker?.matches ?? 0;
         if (this.masker) this.masker.fields(parsed.fields);
-        json = this.jsonFields;
+        // Exact as the byte path would find the same text, unless a mask rewrote a field.
+        json = (this.masker?.matches ?? 0) === before && this.exactText(message) ? this.jsonFieldsExact : this.jsonFields;
         this.stats.jsonRecords++;
       } else if (parsed === 'too-wide') this.stats.jsonTooWide++;
     }

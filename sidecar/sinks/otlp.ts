@@ -9,7 +9,8 @@ import type { ReadableLogRecord } from '@opentelemetry/sdk-logs';
 import { OTLP_ATTRIBUTES as A, SHAPED_FIELDS } from '../../src/contract/record.ts';
 import { VERSION } from '../../src/contract/version.ts';
 import type { Identity } from '../config.ts';
-import { FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type LogRecord } from '../records/record.ts';
+import { FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type FieldValue, type LogRecord } from '../records/record.ts';
+import { keepsOriginal } from '../records/shaped.ts';
 import { nowTime, parseTimestamp } from '../records/timestamp.ts';
 import { releaser } from '../encode/body.ts';
 import { OtlpEncoder, decodeExportLogsResponse, severityOf } from '../encode/otlp.ts';
@@ -74,14 +75,66 @@ function shaped(record: ReadableLogRecord, r: LogRecord): ReadableLogRecord {
   const attributes = { ...record.attributes };
   if (r.lines !== undefined && r.lines > 1) attributes[SHAPED_FIELDS.otlp.lines] = r.lines;
   if (r.fields === undefined) return { ...record, attributes };
-  attributes[SHAPED_FIELDS.otlp.original] = r.message;
+  if (keepsOriginal(r)) attributes[SHAPED_FIELDS.otlp.original] = r.message;
   const severity = severityOf(r.fields);
   return {
     ...record,
-    body: r.fields as ReadableLogRecord['body'],
+    body: markInfinities(r.fields) as ReadableLogRecord['body'],
     attributes,
     ...(severity ? { severityNumber: severity.number, severityText: severity.text } : {}),
   };
+}
+
+/*
+ * The OpenTelemetry serializer writes every integral number as an intValue
+ * and an infinity as a null doubleValue. A JSON field past int64 (a 20-digit
+ * id, 1e21) then makes the receiver refuse the whole request (the Collector:
+ * "ReadInt64: overflow"), and an infinite one (1e400) is no double at all.
+ * The protobuf encoder writes both as doubles, and so does this: after
+ * serializing, an intValue that is no safe integer becomes a doubleValue, and
+ * an infinity, which went through as a mark, becomes the "Infinity" or
+ * "-Infinity" of proto3's JSON mapping.
+ */
+
+/** Bytes no field can be (fields are parsed JSON, never bytes), standing in for an infinity through the serializer. */
+const INFINITY_MARKS: ReadonlyArray<readonly [Buffer, string]> = [
+  [Buffer.from('jobharvest:+Infinity'), '"Infinity"'],
+  [Buffer.from('jobharvest:-Infinity'), '"-Infinity"'],
+];
+const MARK_TEXT = new Map(INFINITY_MARKS.map(([mark, double]) => [`{"bytesValue":"${mark.toString('base64')}"}`, `{"doubleValue":${double}}`]));
+const MARK_PATTERN = new RegExp([...MARK_TEXT.keys()].map((k) => k.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|'), 'g');
+/** An intValue of 16 or more digits, or with an exponent: maybe no int64, and no safe integer. */
+const BIG_INT = /"intValue":(-?\d{16,}|-?\d[\d.]*[eE][+-]?\d+)(?=[,}])/g;
+
+/** The fields with their infinities marked; the same object when they hold none (most). */
+function markInfinities(v: FieldValue): FieldValue | Uint8Array {
+  if (typeof v === 'number') return v === Infinity ? INFINITY_MARKS[0]![0] : v === -Infinity ? INFINITY_MARKS[1]![0] : v;
+  if (v === null || typeof v !== 'object') return v;
+  if (Array.isArray(v)) {
+    let list: Array<FieldValue | Uint8Array> | undefined;
+    for (let i = 0; i < v.length; i++) {
+      const m = markInfinities(v[i] as FieldValue);
+      if (m !== v[i]) (list ??= v.slice() as Array<FieldValue | Uint8Array>)[i] = m;
+    }
+    return (list ?? v) as FieldValue;
+  }
+  let out: Record<string, FieldValue | Uint8Array> | undefined;
+  const o = v as { readonly [key: string]: FieldValue };
+  for (const k of Object.keys(o)) {
+    const m = markInfinities(o[k]!);
+    // Defined, not assigned: a "__proto__" key stays a field.
+    if (m !== o[k]) Object.defineProperty((out ??= Object.fromEntries(Object.entries(o))), k, { value: m, enumerable: true, writable: true, configurable: true });
+  }
+  return (out ?? v) as FieldValue;
+}
+
+/** The serializer's request with numbers past a safe integer, and infinities, as doubles (see above). */
+export function doublesAsDoubles(encoded: Uint8Array): Buffer {
+  const body = Buffer.from(encoded.buffer, encoded.byteOffset, encoded.byteLength);
+  const text = body.toString('utf8');
+  let fixed = text.replace(BIG_INT, (whole, n: string) => (Number.isSafeInteger(Number(n)) ? whole : `"doubleValue":${n}`));
+  if (fixed.includes('"bytesValue"')) fixed = fixed.replace(MARK_PATTERN, (m) => MARK_TEXT.get(m)!);
+  return fixed === text ? body : Buffer.from(fixed, 'utf8');
 }
 
 export function interpretPartialSuccess(serializer: ResponseReader, body: Buffer, records: readonly LogRecord[]): SendResult {
@@ -127,7 +180,7 @@ export async function createSink(ctx: SinkContext): Promise<Sink> {
     async send(records, signal) {
       const encoded = JsonLogsSerializer.serializeRequest(builder.build(records));
       if (!encoded) return { kind: 'fail', reason: 'otlp serializer produced no request' };
-      const body = Buffer.from(encoded.buffer, encoded.byteOffset, encoded.byteLength);
+      const body = doublesAsDoubles(encoded);
       const { result, response } = await attempt(() => client.post(url, body, { contentType: 'application/json', signal }));
       if (result.kind !== 'ok' || !response) return result;
       return interpretPartialSuccess(JsonLogsSerializer, response.body, records);

@@ -158,7 +158,7 @@ describe('shaping configuration', () => {
     });
     expect(cfg.shaping).toEqual({
       multiline: { rules: ['python', 'java'], maxLines: 50, maxBytes: 65536, flushMs: 1000 },
-      json: { maxFields: 64, maxDepth: 4 },
+      json: { maxFields: 64, maxDepth: 4, original: 'lossy' },
       mask: { rules: ['bearer', 'aws-access-key', 'private-key', 'password'], patterns: ['tok_[a-z]+'], replacement: '[MASKED]' },
     });
   });
@@ -172,6 +172,7 @@ describe('shaping configuration', () => {
     expect(problems({ JOBHARVEST_PARSE: 'yaml' })).toEqual([expect.stringContaining('JOBHARVEST_PARSE must be one of none, json')]);
     expect(problems({ JOBHARVEST_MULTILINE: 'go', JOBHARVEST_MULTILINE_MAX_LINES: '1' })).toEqual([expect.stringContaining('JOBHARVEST_MULTILINE_MAX_LINES must be an integer')]);
     expect(problems({ JOBHARVEST_PARSE: 'json', JOBHARVEST_JSON_MAX_DEPTH: '0' })).toEqual([expect.stringContaining('JOBHARVEST_JSON_MAX_DEPTH')]);
+    expect(problems({ JOBHARVEST_PARSE: 'json', JOBHARVEST_JSON_ORIGINAL: 'sometimes' })).toEqual([expect.stringContaining("JOBHARVEST_JSON_ORIGINAL must be one of lossy, always, got 'sometimes'")]);
     expect(() => loadConfig({ POD_NAME: 'p', POD_NAMESPACE: 'n', POD_UID: 'u', JOBHARVEST_MULTILINE: 'ruby' })).toThrow(ConfigError);
   });
 

@@ -92,6 +92,7 @@ export const ENV = {
   PARSE: spec({ name: 'JOBHARVEST_PARSE', source: 'settings', default: 'none', description: '`json`: a line that is a JSON object also becomes fields (kept under a fixed namespace per sink); any other line stays a plain message. `none`: every line is a plain message.' }),
   JSON_MAX_FIELDS: spec({ name: 'JOBHARVEST_JSON_MAX_FIELDS', source: 'settings', default: '64', description: 'json parsing: at most this many fields (all levels counted); a wider object stays a plain message.' }),
   JSON_MAX_DEPTH: spec({ name: 'JOBHARVEST_JSON_MAX_DEPTH', source: 'settings', default: '4', description: 'json parsing: objects nested deeper than this are kept as JSON text in their field.' }),
+  JSON_ORIGINAL: spec({ name: 'JOBHARVEST_JSON_ORIGINAL', source: 'settings', default: 'lossy', description: 'json parsing, otlp sink: when a JSON record also carries its line as written (`log.record.original`). `lossy`: only when its map body cannot hold every value of the line exactly (a number a double cannot carry, an escaped surrogate half, keys JSON.parse merges or reorders, a mask rewrote a field). `always`: on every JSON record.' }),
   MASK: spec({ name: 'JOBHARVEST_MASK', source: 'settings', default: '', description: 'Built-in masks applied before a record leaves the pod: a comma-separated list of bearer, aws-access-key, private-key, password, or `all`. Empty: off.' }),
   MASK_PATTERNS: spec({ name: 'JOBHARVEST_MASK_PATTERNS', source: 'settings', description: "Operator masks: a JSON array of RE2 patterns (matched in linear time); every match, in the message and in JSON field values, is replaced by JOBHARVEST_MASK_REPLACEMENT. Set from the chart only, never from a tenant's annotation." }),
   MASK_REPLACEMENT: spec({ name: 'JOBHARVEST_MASK_REPLACEMENT', source: 'settings', default: '[MASKED]', description: 'What a masked match is replaced with.' }),
@@ -128,6 +129,10 @@ export const NAMES = {
 
 export const SINKS = ['http', 'loki', 'elasticsearch', 'otlp', 'syslog', 'forward', 'stdout'] as const;
 export type SinkType = (typeof SINKS)[number];
+
+/** Values of JOBHARVEST_JSON_ORIGINAL. */
+export const JSON_ORIGINAL = ['lossy', 'always'] as const;
+export type JsonOriginal = (typeof JSON_ORIGINAL)[number];
 
 export const MODES = ['node', 'api'] as const;
 export type SourceMode = (typeof MODES)[number];

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { SINKS } from '../contract/env.ts';
+import { JSON_ORIGINAL, SINKS } from '../contract/env.ts';
 import { ERROR_CODES, JobharvestError } from './errors.ts';
 import { parse, QUERY_TYPES } from './annotations.ts';
 import { headerListProblem } from '../contract/values.ts';
@@ -115,6 +115,8 @@ const configSchema = z
             format: z.enum(PARSE_FORMATS).optional(),
             maxFields: z.number().int().min(1).max(1024).optional(),
             maxDepth: z.number().int().min(1).max(32).optional(),
+            // OTLP: when a JSON record also carries its line as written (the sidecar's default: lossy).
+            original: z.enum(JSON_ORIGINAL).optional(),
           })
           .strict()
           .prefault({}),

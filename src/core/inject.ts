@@ -324,6 +324,7 @@ function shapingEnv(s: Settings, config: Config): Obj[] {
     out.push([ENV.PARSE.name, 'json']);
     out.push([ENV.JSON_MAX_FIELDS.name, parse.maxFields]);
     out.push([ENV.JSON_MAX_DEPTH.name, parse.maxDepth]);
+    if (s.sink === 'otlp') out.push([ENV.JSON_ORIGINAL.name, parse.original]);
   }
   if (mask.builtin.length > 0) out.push([ENV.MASK.name, mask.builtin.join(',')]);
   if (mask.patterns.length > 0) out.push([ENV.MASK_PATTERNS.name, JSON.stringify(mask.patterns)]);

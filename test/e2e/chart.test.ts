@@ -187,7 +187,7 @@ const fullValues = {
     stateSizeLimit: '128Mi',
     podLogsHostPath: '/var/lib/kubelet/pod-logs',
     multiline: { rules: ['python', 'java'], start: '^\\d{4}-', maxLines: 200, maxBytes: 65536, flushMs: 2000 },
-    parse: { format: 'json', maxFields: 32, maxDepth: 3 },
+    parse: { format: 'json', maxFields: 32, maxDepth: 3, original: 'always' },
     mask: { builtin: ['bearer', 'password'], patterns: ['sk_live_[0-9a-zA-Z]{24}'], replacement: '[REDACTED]' },
     carry: { labels: ['team', 'app.kubernetes.io/name'], annotations: ['example.com/owner'] },
     loki: { streamLabels: ['team'], maxMetadata: 0 },

@@ -13,6 +13,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../sidecar/config.ts';
+import { Shaper } from '../../sidecar/shape/shaper.ts';
+import { parseShaping } from '../../sidecar/shape/settings.ts';
+import { newStats } from '../../sidecar/stats.ts';
 import { FileProgress } from '../../sidecar/records/progress.ts';
 import { fileKey, idPrefix, recordId, type Fields, type FileMeta, type LogRecord } from '../../sidecar/records/record.ts';
 import { HttpClient } from '../../sidecar/sinks/http/client.ts';
@@ -231,6 +234,38 @@ describe('shaped records through a real OpenTelemetry Collector', () => {
       expect(j.attributes).toMatchObject({ 'jobharvest.lines': 4, 'log.iostream': 'stderr' });
       expect(j.severityNumber ?? 0).toBe(0);
       expect(byId.get(recordId(p.plain))!.body).toBe('a plain line');
+    });
+
+    it(`otlp ${encoding}: from the shaping stage at its defaults, the line goes beside the fields only when they do not hold it exactly`, async () => {
+      const p = pod(`otlp-shaper-${encoding}`);
+      // The lines as the source hands them on (no fields yet), one of them with an id a double cannot carry.
+      // Numbers past int64 and a double's range, which the JSON encoding must still send as doubles (not refuse the batch over).
+      const lossyLine = '{"level":"warn","id":12345678901234567890,"big":-1e21,"inf":1e400,"ninf":[-1e999]}';
+      const lines = [...p.records.slice(0, 2).map((r) => ({ ...r, fields: undefined })), { ...p.plain, offset: 9000, message: lossyLine, size: lossyLine.length + 40, safe: 10_000 }];
+      const shaped: LogRecord[] = [];
+      const { settings, problems } = parseShaping({ JOBHARVEST_PARSE: 'json' }, 262_144);
+      expect(problems).toEqual([]);
+      const shaper = new Shaper(settings, newStats(), async (rs) => {
+        shaped.push(...rs);
+      });
+      await shaper.push(lines);
+      await shaper.flush();
+      expect(shaped).toHaveLength(3);
+      const shipped = { ...p, records: shaped };
+      expect(await ship(shipped, { JOBHARVEST_SINK: 'otlp', JOBHARVEST_ENDPOINT: rx.logsUrl.replace(/\/v1\/logs$/, ''), JOBHARVEST_OTLP_ENCODING: encoding })).toEqual({ kind: 'ok' });
+      const mine = (): CollectedLog[] => rx.received().filter((l) => l.resource['k8s.pod.uid'] === p.uid);
+      await waitFor("the collector's file to hold the pod's 3 records", () => (mine().length === 3 ? true : undefined), { timeoutMs: 20_000 });
+      const byId = new Map(mine().map((l) => [l.attributes['log.record.uid'], l]));
+      const h = byId.get(recordId(p.hostile))!;
+      expect(h.body).toEqual(HOSTILE);
+      expect(h.attributes).toEqual({ 'log.record.uid': recordId(p.hostile), 'log.iostream': 'stdout' });
+      expect(h.severityNumber).toBe(17);
+      expect(byId.get(recordId(p.info))!.attributes).toEqual({ 'log.record.uid': recordId(p.info), 'log.iostream': 'stdout' });
+      const l = byId.get(recordId(shaped[2]!))!;
+      expect(l.attributes).toEqual({ 'log.record.uid': recordId(shaped[2]!), 'log.iostream': 'stdout', 'log.record.original': lossyLine });
+      expect(l.severityNumber).toBe(13);
+      // Doubles, as the Collector stored them (its file exporter writes an infinite double as proto3's JSON mapping does).
+      expect(l.body).toEqual({ level: 'warn', id: Number('12345678901234567890'), big: -1e21, inf: 'Infinity', ninf: ['-Infinity'] });
     });
   }
 });

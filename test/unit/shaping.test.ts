@@ -25,7 +25,7 @@ function sidecarEnv(j: Record<string, any>, config = durableConfig(), ns = opted
 
 const SHAPING = [
   ENV.MULTILINE, ENV.MULTILINE_START, ENV.MULTILINE_MAX_LINES, ENV.MULTILINE_MAX_BYTES, ENV.MULTILINE_FLUSH_MS,
-  ENV.PARSE, ENV.JSON_MAX_FIELDS, ENV.JSON_MAX_DEPTH, ENV.MASK, ENV.MASK_PATTERNS, ENV.MASK_REPLACEMENT,
+  ENV.PARSE, ENV.JSON_MAX_FIELDS, ENV.JSON_MAX_DEPTH, ENV.JSON_ORIGINAL, ENV.MASK, ENV.MASK_PATTERNS, ENV.MASK_REPLACEMENT,
   ENV.JOB_LABELS, ENV.JOB_ANNOTATIONS, ENV.LOKI_STREAM_LABELS, ENV.LOKI_MAX_METADATA,
 ].map((v): string => v.name);
 
@@ -126,6 +126,19 @@ describe('record-shaping settings', () => {
     });
   });
 
+  it('sets JOBHARVEST_JSON_ORIGINAL for an otlp sink that parses JSON only, from the config only', () => {
+    const config = durableConfig({ sidecar: { parse: { format: 'json', original: 'always' } } });
+    expect(sidecarEnv(job(), config).env.JOBHARVEST_JSON_ORIGINAL).toBeUndefined();
+    const j = job();
+    j.metadata.annotations = { 'jobharvest.io/sink': 'otlp', 'jobharvest.io/endpoint': 'http://collector.observability:4318' };
+    expect(sidecarEnv(j, config).env).toMatchObject({ JOBHARVEST_PARSE: 'json', JOBHARVEST_JSON_ORIGINAL: 'always' });
+    // Unset: the sidecar's default (lossy), and no variable.
+    expect(sidecarEnv(j, durableConfig({ sidecar: { parse: { format: 'json' } } })).env.JOBHARVEST_JSON_ORIGINAL).toBeUndefined();
+    // No parsing, no setting of it.
+    j.metadata.annotations['jobharvest.io/parse'] = 'none';
+    expect(sidecarEnv(j, config).env.JOBHARVEST_JSON_ORIGINAL).toBeUndefined();
+  });
+
   it('sets the Loki variables for a loki sink only', () => {
     const config = durableConfig({ sidecar: { carry: { labels: ['team'] }, loki: { streamLabels: ['team'], maxMetadata: 8 } } });
     expect(sidecarEnv(job(), config).env.JOBHARVEST_LOKI_STREAM_LABELS).toBeUndefined();
@@ -162,6 +175,7 @@ describe('the configuration of record shaping', () => {
     expect(bad({ multiline: { rules: ['ruby'] } })).toMatch(/sidecar\.multiline\.rules\.0/);
     expect(bad({ mask: { builtin: ['ssn'] } })).toMatch(/sidecar\.mask\.builtin\.0/);
     expect(bad({ parse: { format: 'logfmt' } })).toMatch(/sidecar\.parse\.format/);
+    expect(bad({ parse: { original: 'never' } })).toMatch(/sidecar\.parse\.original/);
     expect(bad({ multiline: { maxBytes: 1_000_000 } })).toMatch(/sidecar\.multiline\.maxBytes/);
     expect(bad({ loki: { streamLabels: ['team'] } })).toMatch(/sidecar\.loki\.streamLabels\[0\]: "team" is not in sidecar\.carry\.labels/);
   });

@@ -81,7 +81,7 @@ Empty strings are left out, so that the webhook's own defaults apply to them.
 {{- end }}
 {{- end }}
 {{- $shaping := dict }}
-{{- range $group, $keys := dict "multiline" (list "rules" "start" "maxLines" "maxBytes" "flushMs") "parse" (list "format" "maxFields" "maxDepth") "mask" (list "builtin" "patterns" "replacement") "carry" (list "labels" "annotations") "loki" (list "streamLabels" "maxMetadata") }}
+{{- range $group, $keys := dict "multiline" (list "rules" "start" "maxLines" "maxBytes" "flushMs") "parse" (list "format" "maxFields" "maxDepth" "original") "mask" (list "builtin" "patterns" "replacement") "carry" (list "labels" "annotations") "loki" (list "streamLabels" "maxMetadata") }}
 {{- $values := index $.Values.sidecar $group }}
 {{- $out := dict }}
 {{- range $key := $keys }}
