@@ -7,6 +7,7 @@ export default defineConfig({
         test: {
           name: 'unit',
           include: ['test/unit/**/*.test.ts', 'sidecar/**/*.test.ts', 'harvester/**/*.test.ts'],
+          setupFiles: ['test/support/unit-temp-dir.ts'],
           testTimeout: 20_000,
         },
       },
