@@ -14,7 +14,7 @@ import { ShapedRecord } from '../records/shaped.ts';
 import { OtlpRecordBuilder } from '../sinks/otlp.ts';
 import { CriDecoder } from '../sources/node/cri.ts';
 import { makeMeta, testConfig } from './helpers.ts';
-import { otlpRoot } from './otlp-proto.ts';
+import { anyOf, otlpRoot, type KV } from './otlp-proto.ts';
 import { harness, Lines, shaping } from './shape-helpers.ts';
 
 /** Lines whose fields hold every value exactly: spacing, escapes and the spelling of a number are form, not values. */
@@ -54,19 +54,11 @@ function criRecords(lines: readonly string[]): LogRecord[] {
   return out;
 }
 
-type KV = Array<{ key: string; value: Record<string, unknown> }>;
 interface Decoded {
   body: Record<string, unknown>;
   attributes: KV;
 }
 
-function anyOf(v: Record<string, unknown> | undefined): unknown {
-  if (!v || Object.keys(v).length === 0) return null;
-  if ('kvlistValue' in v) return Object.fromEntries(((v.kvlistValue as { values?: KV }).values ?? []).map((e) => [e.key, anyOf(e.value)]));
-  if ('arrayValue' in v) return ((v.arrayValue as { values?: Array<Record<string, unknown>> }).values ?? []).map(anyOf);
-  if ('intValue' in v) return Number(v.intValue);
-  return Object.values(v)[0];
-}
 
 /** Each record's log.record.original (undefined when absent) and body, from the protobuf request. */
 function protobuf(records: readonly LogRecord[]): Array<{ original: unknown; body: unknown }> {

@@ -42,3 +42,15 @@ export const otlpRoot = protobuf.Root.fromJSON({
     },
   },
 });
+
+/** A decoded record's attribute list (protobufjs toObject, or OTLP/JSON). */
+export type KV = Array<{ key: string; value: Record<string, unknown> }>;
+
+/** A decoded AnyValue as plain JSON: maps become objects, arrays arrays, int64 numbers; an empty one null. */
+export function anyOf(v: Record<string, unknown> | undefined): unknown {
+  if (!v || Object.keys(v).length === 0) return null;
+  if ('kvlistValue' in v) return Object.fromEntries(((v.kvlistValue as { values?: KV }).values ?? []).map((e) => [e.key, anyOf(e.value)]));
+  if ('arrayValue' in v) return ((v.arrayValue as { values?: Array<Record<string, unknown>> }).values ?? []).map(anyOf);
+  if ('intValue' in v) return Number(v.intValue);
+  return Object.values(v)[0];
+}

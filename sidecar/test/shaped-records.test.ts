@@ -19,7 +19,7 @@ import { SyslogEncoder, paramName, sdIdLike } from '../sinks/syslog/format.ts';
 import { octetFrames } from '../sinks/syslog/octet.ts';
 import { RelpParser, relpFrame } from '../sinks/syslog/relp.ts';
 import { makeMeta, makeRecord, testConfig } from './helpers.ts';
-import { otlpRoot } from './otlp-proto.ts';
+import { anyOf, otlpRoot, type KV } from './otlp-proto.ts';
 
 const LABELS = { 'app.kubernetes.io/name': 'etl', team: 'data' };
 const ANNOTATIONS = { 'example.com/owner': 'ops "night" team' };
@@ -153,7 +153,6 @@ describe('document (http / VictoriaLogs / elasticsearch / stdout / dead-letter)'
   });
 });
 
-type KV = Array<{ key: string; value: Record<string, unknown> }>;
 interface DecodedLog {
   severityNumber?: number;
   severityText?: string;
@@ -161,13 +160,6 @@ interface DecodedLog {
   attributes: KV;
 }
 
-function anyOf(v: Record<string, unknown> | undefined): unknown {
-  if (!v || Object.keys(v).length === 0) return null;
-  if ('kvlistValue' in v) return Object.fromEntries(((v.kvlistValue as { values?: KV }).values ?? []).map((e) => [e.key, anyOf(e.value)]));
-  if ('arrayValue' in v) return ((v.arrayValue as { values?: Array<Record<string, unknown>> }).values ?? []).map(anyOf);
-  if ('intValue' in v) return Number(v.intValue);
-  return Object.values(v)[0];
-}
 const attrs = (list: KV) => Object.fromEntries(list.map((a) => [a.key, anyOf(a.value)]));
 
 describe('OTLP', () => {
