@@ -124,6 +124,47 @@ function opensPrivateKey(text: string): boolean {
   return tail >= 0 && tail - begin <= 80 && !text.includes('\n', begin) && text.indexOf('-----END ', tail) < 0;
 }
 
+const HEX = /^[0-9a-fA-F]{4}$/;
+
+/**
+ * A JSON object line with the escapes that merely spell a character (`\/`,
+ * and `\uXXXX` for a printable one that is no quote, backslash or surrogate
+ * half) written as that character, so that masks read the characters a JSON
+ * reader sees: `abc\/def` or `\u0041KIA…` no longer hides a secret from them.
+ * Every other byte stays as it was (the values are the same JSON); the text
+ * itself when it has no such escape or is no JSON object.
+ */
+export function spelledOut(text: string): string {
+  if (!text.includes('\\') || !text.trimStart().startsWith('{')) return text;
+  try {
+    JSON.parse(text);
+  } catch {
+    return text;
+  }
+  let out = '';
+  let from = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22) inString = !inString;
+    else if (c === 0x5c && inString) {
+      const x = text[i + 1];
+      let ch: string | undefined;
+      if (x === '/') ch = '/';
+      else if (x === 'u' && HEX.test(text.slice(i + 2, i + 6))) {
+        const code = parseInt(text.slice(i + 2, i + 6), 16);
+        if (code >= 0x20 && code !== 0x22 && code !== 0x5c && code !== 0x7f && (code < 0xd800 || code > 0xdfff) && code !== 0x2028 && code !== 0x2029) ch = String.fromCharCode(code);
+      }
+      if (ch !== undefined) {
+        out += text.slice(from, i) + ch;
+        i += x === '/' ? 1 : 5;
+        from = i + 1;
+      } else i++;
+    }
+  }
+  return from === 0 ? text : out + text.slice(from);
+}
+
 export class Masker {
   private readonly rules: readonly Replace[];
   /** The private-key rule is on: masking then follows a key over the lines after its BEGIN line. */

@@ -20,7 +20,7 @@ import { CriRecord, type FileMeta, type LogRecord, type Stream } from '../record
 import { PreparedJsonRecord, ShapedRecord, type JsonFields } from '../records/shaped.ts';
 import { utf8Valid } from '../records/utf8.ts';
 import { parseJsonFields } from './json.ts';
-import { Masker, type MaskState } from './mask.ts';
+import { Masker, spelledOut, type MaskState } from './mask.ts';
 import { Joiner, type Group, type Slot } from './multiline.ts';
 import type { JsonSettings, ShapingSettings } from './settings.ts';
 
@@ -288,16 +288,26 @@ export class Shaper {
       this.stats.multilineRecords++;
     }
     const maskedBefore = this.masker?.matches ?? 0;
-    if (this.masker) message = this.masker.pem ? this.masker.textIn(message, this.fileOf(first.file).masks[first.stream]) : this.masker.text(message);
+    if (this.masker) {
+      // Masks read a JSON line's escaped characters spelled out; a line they leave alone stays as written, escapes and all.
+      const spelled = spelledOut(message);
+      const text = this.masker.pem ? this.masker.textIn(spelled, this.fileOf(first.file).masks[first.stream]) : this.masker.text(spelled);
+      if (this.masker.matches > maskedBefore) message = text;
+    }
     let json: JsonFields | undefined;
     if (this.json) {
       const parsed = parseJsonFields(message, this.json);
       if (typeof parsed === 'object') {
         // Parsed here to decide and to count what the masks replace; kept as a way to parse again (see ShapedRecord).
-        const before = this.masker?.matches ?? 0;
-        if (this.masker) this.masker.fields(parsed.fields);
+        const maskedFields = this.masker ? this.masker.fields(parsed.fields) : parsed.fields;
+        // A value the masks found only once decoded (a secret written with JSON
+        // escapes, `abc\/def` or `\u0041`, reads otherwise in the text): the
+        // line would carry it past them, so the message becomes the masked
+        // fields' JSON. Its fields are those fields again.
+        const rewritten = maskedFields !== parsed.fields;
+        if (rewritten) message = JSON.stringify(maskedFields);
         // Exact as the byte path would find the same text, unless a mask rewrote a field.
-        json = (this.masker?.matches ?? 0) === before && this.exactText(message) ? this.jsonFieldsExact : this.jsonFields;
+        json = !rewritten && this.exactText(message) ? this.jsonFieldsExact : this.jsonFields;
         this.stats.jsonRecords++;
       } else if (parsed === 'too-wide') this.stats.jsonTooWide++;
     }

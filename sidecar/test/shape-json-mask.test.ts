@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../config.ts';
 import { parseJsonFields } from '../shape/json.ts';
-import { Masker } from '../shape/mask.ts';
+import { Masker, spelledOut } from '../shape/mask.ts';
 import { parseShaping } from '../shape/settings.ts';
 import { testConfig } from './helpers.ts';
 import { harness, Lines, shaping } from './shape-helpers.ts';
@@ -130,14 +130,41 @@ describe('masks', () => {
     expect(mask('', 'x'.repeat(100_000) + 'y', ['(x+x+)+y'])).toEqual({ text: '[MASKED]', matches: 1 });
   });
 
-  it('masks the message and the JSON field values, also secrets the JSON escapes hid from the message', async () => {
+  it('masks the message and the JSON field values; a secret JSON escapes hid from the text leaves the message with it', async () => {
     const h = harness(shaping({ PARSE: 'json', MASK: 'all' }));
-    const line = '{"msg":"login","auth":"Bearer abc.def","key":"\\u0041KIAIOSFODNN7EXAMPLE","nested":{"password":"pw"}}';
-    await h.shaper.push(new Lines().make([line]));
-    const r = h.out[0]!;
-    expect(r.message).toBe('{"msg":"login","auth":"Bearer [MASKED]","key":"\\u0041KIAIOSFODNN7EXAMPLE","nested":{"password":"[MASKED]"}}');
-    expect(r.fields).toEqual({ msg: 'login', auth: 'Bearer [MASKED]', key: '[MASKED]', nested: { password: '[MASKED]' } });
-    expect(h.stats.masked).toBe(3);
+    const plain = '{"msg":"login","auth":"Bearer abc.def","nested":{"password":"pw"}}';
+    // An escaped letter hides an AWS key from the text; an escaped slash cuts a bearer token short there.
+    const escaped = ['{"msg":"login","key":"\\u0041KIAIOSFODNN7EXAMPLE"}', '{"auth":"Bearer abc\\/def.ghi","n":1}'];
+    await h.shaper.push(new Lines().make([plain, ...escaped]));
+    const [p, k, b] = h.out;
+    // Masked in the text: the message stays the line as written, but for the masks.
+    expect(p!.message).toBe('{"msg":"login","auth":"Bearer [MASKED]","nested":{"password":"[MASKED]"}}');
+    expect(p!.fields).toEqual({ msg: 'login', auth: 'Bearer [MASKED]', nested: { password: '[MASKED]' } });
+    // Hidden by escapes: masked with the escapes spelled out, so nothing of the secret is left in the message.
+    expect(k!.message).toBe('{"msg":"login","key":"[MASKED]"}');
+    expect(k!.fields).toEqual({ msg: 'login', key: '[MASKED]' });
+    expect(b!.message).toBe('{"auth":"Bearer [MASKED]","n":1}');
+    expect(b!.message).not.toContain('def');
+    expect(b!.fields).toEqual({ auth: 'Bearer [MASKED]', n: 1 });
+    // Each secret once: the masks found them all in the text, spelled out.
+    expect(h.stats.masked).toBe(4);
+  });
+
+  it('a line no mask matched keeps its escapes; a secret only a field mask finds (an escaped quote) still leaves the message', async () => {
+    const h = harness(shaping({ PARSE: 'json', MASK_PATTERNS: '["se\\"cret"]' }));
+    const kept = '{"path":"a\\/b","name":"\\u00e9t\\u00E9","q":"say \\"hi\\""}';
+    await h.shaper.push(new Lines().make([kept, '{"a":"se\\"cret","b":1}', '{"x":"se"}']));
+    expect(h.messages()).toEqual([kept, '{"a":"[MASKED]","b":1}', '{"x":"se"}']);
+    expect(h.out[1]!.fields).toEqual({ a: '[MASKED]', b: 1 });
+    expect(h.stats.masked).toBe(1);
+  });
+
+  it('spelledOut writes out only the escapes that spell a printable character, inside JSON strings', () => {
+    expect(spelledOut('{"a":"x\\/y\\u0041\\u00e9\\ud83d\\ude00\\u0022\\u005c\\u001f\\n\\"\\\\u0041"}')).toBe('{"a":"x/yAé\\ud83d\\ude00\\u0022\\u005c\\u001f\\n\\"\\\\u0041"}');
+    // Not a JSON object: left as it is.
+    expect(spelledOut('C:\\users\\u0041 {')).toBe('C:\\users\\u0041 {');
+    expect(spelledOut('{"a": broken \\u0041')).toBe('{"a": broken \\u0041');
+    expect(spelledOut('["\\u0041"]')).toBe('["\\u0041"]');
   });
 });
 
