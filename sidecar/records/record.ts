@@ -29,6 +29,33 @@ export interface FileMeta {
 export type FieldValue = string | number | boolean | null | readonly FieldValue[] | { readonly [key: string]: FieldValue };
 export type Fields = { readonly [key: string]: FieldValue };
 
+/**
+ * The value with `leaf` applied to every string, number, boolean and null in
+ * it: the same object where nothing in it changed (most values), copies only
+ * along the paths that did.
+ */
+export function mapLeaves<T>(v: FieldValue, leaf: (x: string | number | boolean | null) => FieldValue | T): FieldValue | T {
+  if (v === null || typeof v !== 'object') return leaf(v);
+  if (Array.isArray(v)) {
+    let out: Array<FieldValue | T> | undefined;
+    for (let i = 0; i < v.length; i++) {
+      const x = v[i] as FieldValue;
+      const m = mapLeaves(x, leaf);
+      if (m !== x) (out ??= v.slice() as Array<FieldValue | T>)[i] = m;
+    }
+    return (out ?? v) as FieldValue;
+  }
+  let out: Record<string, FieldValue | T> | undefined;
+  const o = v as { readonly [key: string]: FieldValue };
+  for (const k of Object.keys(o)) {
+    const x = o[k]!;
+    const m = mapLeaves(x, leaf);
+    // Defined, not assigned, like fromEntries does: a "__proto__" key stays a field and never sets a prototype.
+    if (m !== x) Object.defineProperty((out ??= Object.fromEntries(Object.entries(o))), k, { value: m, enumerable: true, writable: true, configurable: true });
+  }
+  return (out ?? v) as FieldValue;
+}
+
 export interface LogRecord {
   readonly file: FileMeta;
   /** Byte offset of the record's first line in the (uncompressed) file. */

@@ -4,7 +4,7 @@
 // Matches are counted; their values are never logged.
 import { RE2JS } from 're2js';
 import { ConfigError } from '../config.ts';
-import type { FieldValue, Fields } from '../records/record.ts';
+import { mapLeaves, type FieldValue, type Fields } from '../records/record.ts';
 import type { MaskRule, MaskSettings } from './settings.ts';
 
 type Replace = (text: string, replacement: string, count: (n: number) => void) => string;
@@ -222,25 +222,6 @@ export class Masker {
 
   /** The value with its strings masked; the same object when nothing in it changed (most values), so no copy is made per line. */
   private value(v: FieldValue): FieldValue {
-    if (typeof v === 'string') return this.text(v);
-    if (v === null || typeof v !== 'object') return v;
-    if (Array.isArray(v)) {
-      let out: FieldValue[] | undefined;
-      for (let i = 0; i < v.length; i++) {
-        const x = v[i] as FieldValue;
-        const m = this.value(x);
-        if (m !== x) (out ??= v.slice() as FieldValue[])[i] = m;
-      }
-      return out ?? v;
-    }
-    let out: Record<string, FieldValue> | undefined;
-    const o = v as { readonly [key: string]: FieldValue };
-    for (const k of Object.keys(o)) {
-      const x = o[k]!;
-      const m = this.value(x);
-      // Defined, not assigned, like fromEntries does: a "__proto__" key stays a field and never sets a prototype.
-      if (m !== x) Object.defineProperty((out ??= Object.fromEntries(Object.entries(o))), k, { value: m, enumerable: true, writable: true, configurable: true });
-    }
-    return out ?? v;
+    return mapLeaves(v, (x) => (typeof x === 'string' ? this.text(x) : x));
   }
 }

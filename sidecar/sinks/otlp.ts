@@ -9,7 +9,7 @@ import type { ReadableLogRecord } from '@opentelemetry/sdk-logs';
 import { OTLP_ATTRIBUTES as A, SHAPED_FIELDS } from '../../src/contract/record.ts';
 import { VERSION } from '../../src/contract/version.ts';
 import type { Identity } from '../config.ts';
-import { FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type FieldValue, type LogRecord } from '../records/record.ts';
+import { FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, mapLeaves, type FieldValue, type LogRecord } from '../records/record.ts';
 import { keepsOriginal } from '../records/shaped.ts';
 import { nowTime, parseTimestamp } from '../records/timestamp.ts';
 import { releaser } from '../encode/body.ts';
@@ -108,24 +108,7 @@ const BIG_INT = /"intValue":(-?\d{16,}|-?\d[\d.]*[eE][+-]?\d+)(?=[,}])/g;
 
 /** The fields with their infinities marked; the same object when they hold none (most). */
 function markInfinities(v: FieldValue): FieldValue | Uint8Array {
-  if (typeof v === 'number') return v === Infinity ? INFINITY_MARKS[0]![0] : v === -Infinity ? INFINITY_MARKS[1]![0] : v;
-  if (v === null || typeof v !== 'object') return v;
-  if (Array.isArray(v)) {
-    let list: Array<FieldValue | Uint8Array> | undefined;
-    for (let i = 0; i < v.length; i++) {
-      const m = markInfinities(v[i] as FieldValue);
-      if (m !== v[i]) (list ??= v.slice() as Array<FieldValue | Uint8Array>)[i] = m;
-    }
-    return (list ?? v) as FieldValue;
-  }
-  let out: Record<string, FieldValue | Uint8Array> | undefined;
-  const o = v as { readonly [key: string]: FieldValue };
-  for (const k of Object.keys(o)) {
-    const m = markInfinities(o[k]!);
-    // Defined, not assigned: a "__proto__" key stays a field.
-    if (m !== o[k]) Object.defineProperty((out ??= Object.fromEntries(Object.entries(o))), k, { value: m, enumerable: true, writable: true, configurable: true });
-  }
-  return (out ?? v) as FieldValue;
+  return mapLeaves<Uint8Array>(v, (x) => (x === Infinity ? INFINITY_MARKS[0]![0] : x === -Infinity ? INFINITY_MARKS[1]![0] : x));
 }
 
 /** The serializer's request with numbers past a safe integer, and infinities, as doubles (see above). */
