@@ -18,6 +18,10 @@ export interface InjectionStatus {
   container: string;
   volumes: string[];
   ttlSecondsAfterFinished: number | null;
+  /** The controller the TTL was left to (kind and name), when another controller owns the Job. */
+  ttlLeftTo?: string;
+  /** How the sidecar's requests and limits were chosen: default, guaranteed, best-effort or pod-level. */
+  resources?: string;
   terminationGracePeriodSeconds: number | null;
   defaultContainer: string | null;
 }

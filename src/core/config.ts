@@ -18,6 +18,7 @@ function headerList(v: string): { ok: boolean; why?: string } {
  */
 
 const positiveInt = z.number().int().min(0);
+const ownerKind = z.object({ group: z.string().max(253), kind: z.string().min(1).max(63) }).strict();
 
 const quantity = z.union([z.string().regex(/^[0-9.]+[a-zA-Z]*$/), z.number()]);
 const resourceList = z.record(z.string(), quantity);
@@ -65,6 +66,20 @@ const configSchema = z
     query: querySchema.prefault({}),
     // e.g. a Grafana Explore URL with {namespace}, {job}, {uid}, {from}, {to}: written to jobharvest.io/logs-url at admission.
     logsUrlTemplate: z.string().default(''),
+    // Jobs another controller owns (docs/platforms.md). Both lists are the
+    // operator's: a tenant can write an ownerReference, but one with no real
+    // owner behind it gets the Job garbage-collected.
+    ownedJobs: z
+      .object({
+        // Owner kinds whose Jobs may get jobharvest's TTL, besides Jobs with no
+        // controller and CronJobs' (an owner that never reads or re-creates a finished Job).
+        ttlOwners: z.array(ownerKind).max(64).default([]),
+        // Owner kinds whose Jobs are injected in any namespace that did not opt
+        // out, opted in or not: Jobs that users never write (a JobSet's, say).
+        injectOwners: z.array(ownerKind).max(64).default([]),
+      })
+      .strict()
+      .prefault({}),
     sidecar: z
       .object({
         image: z.string().default('jobharvest:0.1.0'),
@@ -89,6 +104,13 @@ const configSchema = z
           .object({ requests: resourceList.optional(), limits: resourceList.optional() })
           .strict()
           .default({ requests: { cpu: '10m', memory: '24Mi' }, limits: { memory: '96Mi' } }),
+        // Requests and limits alike, where every container must have both: in a
+        // Guaranteed pod (so it stays Guaranteed), and for a limit a namespace's
+        // ResourceQuota demands of every container. The memory is the standard
+        // limit; the CPU is enough to ship ~9 MiB/s (bench:sidecar's MiB per CPU-second).
+        boundedResources: resourceList
+          .refine((r) => r.cpu !== undefined && r.memory !== undefined, 'needs both cpu and memory')
+          .default({ cpu: '100m', memory: '96Mi' }),
         stateSizeLimit: z.string().default('64Mi'),
         // node mode: the kubelet's podLogsDir on the node (its default). A
         // kubelet configured elsewhere needs this, or the hostPath check fails

@@ -4,6 +4,7 @@ import { excludedNamespaces, type Config } from './config.ts';
 import { isJob, isObject, type Job, type NamespaceMeta } from './kube.ts';
 import { resolveSettings, type Settings } from './settings.ts';
 import { supportsNativeSidecars, type ServerVersion } from './server-version.ts';
+import { ownerKindName, ownerOptedIn, ttlOwnership } from './owner.ts';
 
 export interface DecideContext {
   config: Config;
@@ -48,8 +49,10 @@ export type Decision =
       reason: 'opted-in';
       settings: Settings;
       mode: SourceMode;
-      /** The TTL to give a Job that has none; null when the sink keeps no copy of the logs. */
+      /** The TTL to give a Job that has none; null when the sink keeps no copy of the logs, or another controller owns the Job. */
       ttlSecondsAfterFinished: number | null;
+      /** The controlling owner the TTL is left to, when that is why there is none. */
+      ttlLeftTo?: string;
       warnings: string[];
     }
   | { action: 'skip'; reason: SkipReason; detail: string; warnings: string[] };
@@ -75,6 +78,8 @@ export function decide(job: unknown, ctx: DecideContext): Decision {
   if (!isJob(job)) return skip(SKIP_REASONS.NOT_A_JOB, 'not a batch/v1 Job');
   const warnings: string[] = [];
   const meta = job.metadata ?? {};
+  /** Set when the Job is in only because the operator opted in its owner's kind. */
+  let byOwner: string | undefined;
   const nsName = meta.namespace ?? ctx.namespace?.name;
 
   if (nsName !== undefined && excludedNamespaces(ctx.config).has(nsName)) {
@@ -89,7 +94,13 @@ export function decide(job: unknown, ctx: DecideContext): Decision {
       ]);
     }
     const optIn = namespaceOptIn(ns, ctx.config, warnings);
-    if (!optIn.optedIn) return skip(SKIP_REASONS.NAMESPACE_NOT_OPTED_IN, optIn.why, warnings);
+    if (!optIn.optedIn) {
+      // The operator's rule for Jobs users never write; a namespace that said
+      // no (annotation off, or the label escape hatch) still means no.
+      const owner = optIn.optOut ? undefined : ownerOptedIn(job, ctx.config.ownedJobs.injectOwners);
+      if (!owner) return skip(SKIP_REASONS.NAMESPACE_NOT_OPTED_IN, optIn.why, warnings);
+      byOwner = ownerKindName(owner);
+    }
   }
 
   const template = job.spec?.template;
@@ -151,6 +162,15 @@ export function decide(job: unknown, ctx: DecideContext): Decision {
       );
     }
   }
+  let ttlLeftTo: string | undefined;
+  const ownership = ttlOwnership(job, ctx.config.ownedJobs.ttlOwners);
+  if (ttl !== null && ownership.ttl === 'owner') {
+    ttl = null;
+    ttlLeftTo = ownership.owner;
+    if (job.spec?.ttlSecondsAfterFinished === undefined || job.spec?.ttlSecondsAfterFinished === null) {
+      warnings.push(`the Job is controlled by ${ownership.owner}: ${ownership.why}; jobharvest ships its logs but leaves ttlSecondsAfterFinished to its owner`);
+    }
+  }
   let mode = resolveMode(settings, ctx.namespace);
   if (mode === 'node' && isObject(template?.spec) && template.spec.hostUsers === false) {
     // A user-namespaced pod maps its IDs away from the host's, so the host's
@@ -158,7 +178,15 @@ export function decide(job: unknown, ctx: DecideContext): Decision {
     mode = 'api';
     warnings.push('the pod runs in a user namespace (hostUsers: false), where the node\'s log files are unreadable; the sidecar reads the logs through the API server (api mode) instead');
   }
-  return { action: 'inject', reason: 'opted-in', settings, mode, ttlSecondsAfterFinished: ttl, warnings };
+  if (byOwner !== undefined && mode === 'api') {
+    // api mode reads pods/log through a binding the reconciler makes only in
+    // opted-in namespaces: without it the sidecar could read nothing.
+    return skip(SKIP_REASONS.NAMESPACE_NOT_OPTED_IN, `namespace ${nsName ?? '(none)'} is not opted in, and its ${byOwner} Jobs would need api mode`, [
+      ...warnings,
+      `the ${byOwner} owner kind is opted in, but namespace ${nsName ?? '(none)'} needs api mode, which works only in namespaces opted in themselves; Job admitted without the log sidecar`,
+    ]);
+  }
+  return { action: 'inject', reason: 'opted-in', settings, mode, ttlSecondsAfterFinished: ttl, ...(ttlLeftTo !== undefined ? { ttlLeftTo } : {}), warnings };
 }
 
 /**
@@ -188,13 +216,14 @@ function windowsPod(spec: unknown): string | undefined {
  * label) the label; the label `disabled` is the escape hatch either way. The
  * webhook decides with it and the api-mode RBAC reconciler follows it.
  */
-export function namespaceOptIn(ns: NamespaceMeta, config: Config, warnings: string[] = []): { optedIn: true } | { optedIn: false; why: string } {
-  if (ns.labels?.[INJECT_LABEL] === 'disabled') return { optedIn: false, why: `namespace ${ns.name} is labelled ${INJECT_LABEL}=disabled` };
+export function namespaceOptIn(ns: NamespaceMeta, config: Config, warnings: string[] = []): { optedIn: true } | { optedIn: false; optOut: boolean; why: string } {
+  if (ns.labels?.[INJECT_LABEL] === 'disabled') return { optedIn: false, optOut: true, why: `namespace ${ns.name} is labelled ${INJECT_LABEL}=disabled` };
   const byLabel = config.namespaceSelection === 'label';
-  const optedIn = byLabel ? ns.labels?.[INJECT_LABEL] === 'enabled' : toggle(ns.annotations?.[ANNOTATIONS.inject], 'namespace', warnings) === true;
+  const said = toggle(ns.annotations?.[ANNOTATIONS.inject], 'namespace', warnings);
+  const optedIn = byLabel ? ns.labels?.[INJECT_LABEL] === 'enabled' : said === true;
   if (optedIn) return { optedIn: true };
   const how = byLabel ? `label ${INJECT_LABEL}=enabled` : `annotation ${ANNOTATIONS.inject}: enabled`;
-  return { optedIn: false, why: `namespace ${ns.name} has no ${how}` };
+  return { optedIn: false, optOut: !byLabel && said === false, why: `namespace ${ns.name} has no ${how}` };
 }
 
 /**

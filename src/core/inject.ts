@@ -9,6 +9,7 @@ import { type Container, type Job, type JobSpec, type Obj, type ObjectMeta, type
 import type { Settings } from './settings.ts';
 import { sharedValue } from './patch.ts';
 import { carriedMetadata } from './carry.ts';
+import { resourcesField, sizeSidecar, type Resources } from './resources.ts';
 
 export interface InjectParams {
   job: Job;
@@ -16,6 +17,10 @@ export interface InjectParams {
   mode: SourceMode;
   /** Set when the Job has none; null leaves it unset (see decide). */
   ttlSecondsAfterFinished: number | null;
+  /** The controller the TTL is left to (see decide). */
+  ttlLeftTo?: string | undefined;
+  /** The namespace's ResourceQuota keys, when known. */
+  quotaKeys?: readonly string[] | undefined;
   config: Config;
   /** Admission time in epoch ms, for the logs-url template's {from}. */
   now?: number;
@@ -37,7 +42,7 @@ export const TTL_FLOOR_SECONDS = 3;
  * same input gives the same output byte for byte, which the golden files rely on.
  * The caller has already decided to inject (see decide()).
  */
-export function inject({ job: input, settings, mode, ttlSecondsAfterFinished, config, now }: InjectParams): { job: Job; warnings: string[] } {
+export function inject({ job: input, settings, mode, ttlSecondsAfterFinished, ttlLeftTo, quotaKeys, config, now }: InjectParams): { job: Job; warnings: string[] } {
   // Copy-on-write along the paths this function changes; every other subtree
   // is shared with the input. A deep clone of the whole Job was the single
   // largest cost per admission, and the input is never mutated either way.
@@ -73,8 +78,11 @@ export function inject({ job: input, settings, mode, ttlSecondsAfterFinished, co
   const exitCode = chooseFailureExitCode(input, NAMES.container);
   warnings.push(...exitCode.warnings);
   const tokenMount = mode === 'api' && pod.automountServiceAccountToken === false;
-  const shared = sharedSidecar(config, { settings, mode, tokenMount, exitCode: exitCode.code, startedHook: needsStartedHook(pod) }, () =>
-    buildSidecar(config, settings, mode, exitCode.code, needsStartedHook(pod), mounts),
+  const sized = sizeSidecar({ pod, standard: config.sidecar.resources, bounded: config.sidecar.boundedResources, quotaKeys });
+  warnings.push(...sized.warnings);
+  const resources = resourcesField(sized.resources);
+  const shared = sharedSidecar(config, { settings, mode, tokenMount, exitCode: exitCode.code, startedHook: needsStartedHook(pod), resources }, () =>
+    buildSidecar(config, settings, mode, exitCode.code, needsStartedHook(pod), mounts, resources),
   );
   const carried = carriedMetadata(input, config.sidecar.carry);
   warnings.push(...carried.warnings);
@@ -134,6 +142,8 @@ export function inject({ job: input, settings, mode, ttlSecondsAfterFinished, co
     container: NAMES.container,
     volumes: volumes.map((v) => v.name),
     ttlSecondsAfterFinished: ttl,
+    ...(ttlLeftTo !== undefined ? { ttlLeftTo } : {}),
+    resources: sized.sizing,
     terminationGracePeriodSeconds: grace,
     defaultContainer,
   };
@@ -167,6 +177,7 @@ interface SidecarKey {
   tokenMount: boolean;
   exitCode: number | null;
   startedHook: boolean;
+  resources: Obj;
 }
 
 // The same sidecar goes into every Job with the same settings: it is built,
@@ -178,7 +189,7 @@ const sidecarCache = new WeakMap<Config, Map<string, Container>>();
 function sharedSidecar(config: Config, key: SidecarKey, build: () => Container): Container {
   let byKey = sidecarCache.get(config);
   if (!byKey) sidecarCache.set(config, (byKey = new Map()));
-  const k = JSON.stringify([key.mode, key.tokenMount, key.exitCode, key.startedHook, key.settings]);
+  const k = JSON.stringify([key.mode, key.tokenMount, key.exitCode, key.startedHook, key.resources, key.settings]);
   let c = byKey.get(k);
   if (!c) {
     if (byKey.size >= SIDECAR_CACHE_MAX) byKey.clear();
@@ -188,7 +199,7 @@ function sharedSidecar(config: Config, key: SidecarKey, build: () => Container):
   return c;
 }
 
-function buildSidecar(config: Config, settings: Settings, mode: SourceMode, exitCode: number | null, startedHook: boolean, mounts: Obj[]): Container {
+function buildSidecar(config: Config, settings: Settings, mode: SourceMode, exitCode: number | null, startedHook: boolean, mounts: Obj[], resources: Obj): Container {
   const env = sidecarEnv(settings, mode, config);
   if (exitCode !== null) env.push({ name: ENV.FAILURE_EXIT_CODE.name, value: String(exitCode) });
 
@@ -200,7 +211,7 @@ function buildSidecar(config: Config, settings: Settings, mode: SourceMode, exit
     restartPolicy: 'Always',
     ...(startedHook && config.sidecar.startedCommand.length > 0 ? { lifecycle: { postStart: { exec: { command: [...config.sidecar.startedCommand] } } } } : {}),
     env,
-    resources: copyResources(config.sidecar.resources),
+    resources: copyResources(resources as Resources),
     securityContext: {
       runAsNonRoot: true,
       runAsUser: config.sidecar.runAsUser,
@@ -237,7 +248,7 @@ export function needsStartedHook(pod: PodSpec): boolean {
   return pod.shareProcessNamespace === true || pod.hostPID === true;
 }
 
-function copyResources(r: Config['sidecar']['resources']): Obj {
+function copyResources(r: Resources): Obj {
   const out: Obj = {};
   if (r.requests) out.requests = { ...r.requests };
   if (r.limits) out.limits = { ...r.limits };

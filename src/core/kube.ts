@@ -64,6 +64,8 @@ export interface NamespaceMeta {
   annotations?: Record<string, string>;
   /** Being deleted: the API server refuses anything new in it. */
   terminating?: boolean;
+  /** The resource names its ResourceQuotas limit (spec.hard keys), when known. */
+  quotaKeys?: readonly string[];
 }
 
 export function isJob(o: unknown): o is Job {

@@ -28,7 +28,16 @@ export function mutateJob(job: Job, ctx: DecideContext): MutateResult {
   const decision = decide(job, ctx);
   // Warnings quote annotation values, which may hold endpoints with credentials.
   if (decision.action === 'skip') return { decision, job, warnings: decision.warnings.map(redactUrls) };
-  const out = inject({ job, settings: decision.settings, mode: decision.mode, ttlSecondsAfterFinished: decision.ttlSecondsAfterFinished, config: ctx.config, now: ctx.now });
+  const out = inject({
+    job,
+    settings: decision.settings,
+    mode: decision.mode,
+    ttlSecondsAfterFinished: decision.ttlSecondsAfterFinished,
+    ttlLeftTo: decision.ttlLeftTo,
+    quotaKeys: ctx.namespace?.quotaKeys,
+    config: ctx.config,
+    now: ctx.now,
+  });
   if (ctx.signingKey) signInjection(out.job, out.job.metadata?.namespace ?? ctx.namespace?.name ?? '', ctx.signingKey);
   const over = tooLarge(out.job);
   if (over) {

@@ -100,6 +100,7 @@ Empty strings are left out, so that the webhook's own defaults apply to them.
   "startedCommand" (list "/nodejs/bin/node" "/app/sidecar.mjs" "--wait-started")
   "runAsUser" .Values.sidecar.runAsUser
   "resources" .Values.sidecar.resources
+  "boundedResources" .Values.sidecar.boundedResources
   "stateSizeLimit" .Values.sidecar.stateSizeLimit
   "podLogsHostPath" .Values.sidecar.podLogsHostPath
 }}
@@ -116,6 +117,7 @@ Empty strings are left out, so that the webhook's own defaults apply to them.
   "excludedNamespaces" .Values.excludedNamespaces
   "query" $query
   "logsUrlTemplate" .Values.logsUrlTemplate
+  "ownedJobs" .Values.ownedJobs
   "sidecar" $sidecar
 }}
 {{- toYaml $config }}

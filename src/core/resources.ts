@@ -1,0 +1,215 @@
+/**
+ * The sidecar's requests and limits, chosen so the pod keeps what the node and
+ * the scheduler read from it: its QoS class (a Guaranteed pod keeps pinned CPUs
+ * under the static CPU manager and its NUMA placement under the memory
+ * manager) and, with pod-level resources, a budget its containers still fit.
+ * The rules follow the API server's (pkg/apis/core/v1/helper/qos and
+ * validatePodResourceConsistency in Kubernetes 1.34+).
+ */
+import { isObject, type Container, type Obj, type PodSpec } from './kube.ts';
+import { parseQuantity } from './quantity.ts';
+
+export type QosClass = 'Guaranteed' | 'Burstable' | 'BestEffort';
+/** How the sidecar was sized, as the status annotation records it. */
+export type SidecarSizing = 'default' | 'guaranteed' | 'best-effort' | 'pod-level';
+
+type ResourceList = Record<string, unknown>;
+export interface Resources {
+  requests?: ResourceList;
+  limits?: ResourceList;
+}
+
+const QOS_RESOURCES = ['cpu', 'memory'] as const;
+/** ResourceQuota keys that make the quota admission plugin refuse a container that leaves the resource out. */
+const QUOTA_KEYS: Record<string, { field: 'requests' | 'limits'; resource: string }> = {
+  cpu: { field: 'requests', resource: 'cpu' },
+  'requests.cpu': { field: 'requests', resource: 'cpu' },
+  memory: { field: 'requests', resource: 'memory' },
+  'requests.memory': { field: 'requests', resource: 'memory' },
+  'limits.cpu': { field: 'limits', resource: 'cpu' },
+  'limits.memory': { field: 'limits', resource: 'memory' },
+};
+
+function list(v: unknown): ResourceList {
+  return isObject(v) ? v : {};
+}
+
+/** A container's requests as the API server defaults them: a limit without a request is also the request. */
+function effectiveRequests(c: Container): ResourceList {
+  const r = list(c.resources);
+  return { ...list(r.limits), ...list(r.requests) };
+}
+
+/** The QoS class of one set of requirements; undefined when a quantity does not parse. */
+function requirementsQos(requests: ResourceList, limits: ResourceList): QosClass | undefined {
+  if (Object.keys(requests).length === 0 && Object.keys(limits).length === 0) return 'BestEffort';
+  let qos: QosClass | undefined;
+  for (const name of QOS_RESOURCES) {
+    const req = requests[name] === undefined ? 0n : parseQuantity(requests[name]);
+    const lim = limits[name] === undefined ? 0n : parseQuantity(limits[name]);
+    if (req === undefined || lim === undefined) return undefined;
+    const one: QosClass = req !== lim ? 'Burstable' : req === 0n ? 'BestEffort' : 'Guaranteed';
+    if (one === 'Burstable') return one;
+    if (qos === undefined) qos = one;
+    else if (qos !== one) return 'Burstable';
+  }
+  return qos;
+}
+
+function containers(pod: PodSpec): Container[] {
+  return [...(pod.initContainers ?? []), ...(pod.containers ?? [])].filter(isObject) as Container[];
+}
+
+/** Whether the pod sets pod-level cpu or memory: then its QoS class and budget come from spec.resources. */
+export function hasPodLevelResources(pod: PodSpec): boolean {
+  const r = list(pod.resources);
+  return QOS_RESOURCES.some((n) => list(r.requests)[n] !== undefined || list(r.limits)[n] !== undefined);
+}
+
+/** The QoS class the API server will give the template's pods, from their containers (pods without pod-level resources). */
+export function containerQos(pod: PodSpec): QosClass | undefined {
+  let qos: QosClass | undefined;
+  for (const c of containers(pod)) {
+    const one = requirementsQos(effectiveRequests(c), list(list(c.resources).limits));
+    if (one === undefined || one === 'Burstable') return one;
+    if (qos === undefined) qos = one;
+    else if (qos !== one) return 'Burstable';
+  }
+  return qos ?? 'BestEffort';
+}
+
+/**
+ * The pod's aggregate request of one resource, as the scheduler and the
+ * pod-level validation count it: the regular and restartable init containers
+ * summed, or the largest init container (plus the sidecars started before it).
+ */
+function aggregateRequest(pod: PodSpec, name: string): bigint | undefined {
+  let sum = 0n;
+  for (const c of pod.containers ?? []) {
+    const q = quantityOf(effectiveRequests(c)[name]);
+    if (q === undefined) return undefined;
+    sum += q;
+  }
+  let sidecars = 0n;
+  let initMax = 0n;
+  for (const c of pod.initContainers ?? []) {
+    const q = quantityOf(effectiveRequests(c)[name]);
+    if (q === undefined) return undefined;
+    if (c.restartPolicy === 'Always') {
+      sum += q;
+      sidecars += q;
+      if (sidecars > initMax) initMax = sidecars;
+    } else if (q + sidecars > initMax) initMax = q + sidecars;
+  }
+  return sum > initMax ? sum : initMax;
+}
+
+function quantityOf(v: unknown): bigint | undefined {
+  return v === undefined ? 0n : parseQuantity(v);
+}
+
+export interface SizingInput {
+  pod: PodSpec;
+  /** The sidecar's requests and limits for a Burstable pod (sidecar.resources). */
+  standard: Resources;
+  /** Requests and limits alike where every container must have both (sidecar.boundedResources). */
+  bounded: ResourceList;
+  /** The hard keys of the namespace's ResourceQuotas, when known. */
+  quotaKeys?: readonly string[] | undefined;
+}
+
+export interface Sizing {
+  resources: Resources;
+  sizing: SidecarSizing;
+  qos: QosClass | undefined;
+  warnings: string[];
+}
+
+/**
+ * The sidecar's resources for this pod:
+ * - a Guaranteed pod gets a sidecar with requests equal to limits, so it stays Guaranteed;
+ * - a BestEffort pod gets a sidecar without any, so it stays BestEffort (the
+ *   sidecar's heap is bounded by its own V8 flags, and a LimitRange's defaults
+ *   reach it as they reach the other containers);
+ * - with pod-level resources, the sidecar requests only what fits in what the
+ *   pod set explicitly, and otherwise shares the pod's budget;
+ * - otherwise the standard sizes, plus any limit a ResourceQuota of the
+ *   namespace requires of every container.
+ */
+export function sizeSidecar({ pod, standard, bounded, quotaKeys }: SizingInput): Sizing {
+  if (hasPodLevelResources(pod)) return podLevel(pod, standard);
+  const qos = containerQos(pod);
+  if (qos === 'Guaranteed') {
+    return { resources: { requests: { ...bounded }, limits: { ...bounded } }, sizing: 'guaranteed', qos, warnings: [] };
+  }
+  if (qos === 'BestEffort') return { resources: {}, sizing: 'best-effort', qos, warnings: [] };
+  const resources: Resources = {};
+  if (standard.requests) resources.requests = { ...standard.requests };
+  if (standard.limits) resources.limits = { ...standard.limits };
+  // The quota plugin refuses a pod with a container that leaves out a resource
+  // the quota tracks; the user's containers set it (or the pod would be refused
+  // without jobharvest too), so the sidecar sets it as well.
+  for (const key of quotaKeys ?? []) {
+    const k = QUOTA_KEYS[key];
+    if (!k || bounded[k.resource] === undefined) continue;
+    const field = (resources[k.field] ??= {});
+    if (field[k.resource] !== undefined) continue;
+    field[k.resource] = bounded[k.resource];
+  }
+  return { resources, sizing: 'default', qos, warnings: [] };
+}
+
+function podLevel(pod: PodSpec, standard: Resources): Sizing {
+  const budget = list(pod.resources);
+  const podReq = list(budget.requests);
+  const podLim = list(budget.limits);
+  const requests: ResourceList = {};
+  const limits: ResourceList = {};
+  const left: string[] = [];
+  const names = new Set([...Object.keys(list(standard.requests)), ...Object.keys(list(standard.limits))]);
+  for (const name of names) {
+    const want = list(standard.requests)[name];
+    const cap = list(standard.limits)[name];
+    const why = podLevelFit(pod, name, want, cap, podReq[name], podLim[name]);
+    if (why !== undefined) {
+      left.push(`${name} (${why})`);
+      continue;
+    }
+    if (want !== undefined) requests[name] = want;
+    if (cap !== undefined) limits[name] = cap;
+  }
+  const resources: Resources = {};
+  if (Object.keys(requests).length) resources.requests = requests;
+  if (Object.keys(limits).length) resources.limits = limits;
+  const warnings = left.length
+    ? [`the pod sets pod-level resources, so the sidecar shares the pod's budget with no request or limit of its own for ${left.join(', ')}; no container of yours was changed`]
+    : [];
+  return { resources, sizing: 'pod-level', qos: undefined, warnings };
+}
+
+/** Why the sidecar may not request (and limit) this resource inside the pod's budget; undefined when it may. */
+function podLevelFit(pod: PodSpec, name: string, want: unknown, cap: unknown, podReq: unknown, podLim: unknown): string | undefined {
+  // Left unset, the pod's request defaults from its containers' (or its limit):
+  // a request of ours would change what the pod asked for, and its QoS class.
+  if (podReq === undefined) return 'the pod-level request is left to default';
+  const total = parseQuantity(podReq);
+  const used = aggregateRequest(pod, name);
+  const need = want === undefined ? (cap === undefined ? 0n : parseQuantity(cap)) : parseQuantity(want);
+  if (total === undefined || used === undefined || need === undefined) return 'a quantity does not parse';
+  if (used + need > total) return `the containers already request ${total === used ? 'all' : 'nearly all'} of the pod's ${String(podReq)}`;
+  if (cap !== undefined && podLim !== undefined) {
+    const c = parseQuantity(cap);
+    const l = parseQuantity(podLim);
+    if (c === undefined || l === undefined) return 'a quantity does not parse';
+    if (c > l) return `its limit would exceed the pod's limit of ${String(podLim)}`;
+  }
+  return undefined;
+}
+
+/** The resources as they go into the container: only the fields that are set. */
+export function resourcesField(r: Resources): Obj {
+  const out: Obj = {};
+  if (r.requests && Object.keys(r.requests).length) out.requests = r.requests;
+  if (r.limits && Object.keys(r.limits).length) out.limits = r.limits;
+  return out;
+}
