@@ -5,11 +5,11 @@ import { ANNOTATIONS, DEFAULT_CONTAINER_ANNOTATION, JOB_NAME_LABEL } from './ann
 import type { Config } from './config.ts';
 import { chooseFailureExitCode } from './exit-code.ts';
 import { renderLogsUrl } from '../contract/logs-url.ts';
-import { type Container, type Job, type JobSpec, type Obj, type ObjectMeta, type PodSpec, type Volume } from './kube.ts';
+import { type Container, type Job, type JobSpec, type LimitRangeItem, type Obj, type ObjectMeta, type PodSpec, type Volume } from './kube.ts';
 import type { Settings } from './settings.ts';
 import { sharedValue } from './patch.ts';
 import { carriedMetadata } from './carry.ts';
-import { resourcesField, sizeSidecar, type Resources } from './resources.ts';
+import { limitRangeWarnings, resourcesField, sizeSidecar, type Resources } from './resources.ts';
 
 export interface InjectParams {
   job: Job;
@@ -19,8 +19,9 @@ export interface InjectParams {
   ttlSecondsAfterFinished: number | null;
   /** The controller the TTL is left to (see decide). */
   ttlLeftTo?: string | undefined;
-  /** The namespace's ResourceQuota keys, when known. */
+  /** The namespace's ResourceQuota keys and LimitRanges, when known. */
   quotaKeys?: readonly string[] | undefined;
+  limitRanges?: readonly LimitRangeItem[] | undefined;
   config: Config;
   /** Admission time in epoch ms, for the logs-url template's {from}. */
   now?: number;
@@ -42,7 +43,7 @@ export const TTL_FLOOR_SECONDS = 3;
  * same input gives the same output byte for byte, which the golden files rely on.
  * The caller has already decided to inject (see decide()).
  */
-export function inject({ job: input, settings, mode, ttlSecondsAfterFinished, ttlLeftTo, quotaKeys, config, now }: InjectParams): { job: Job; warnings: string[] } {
+export function inject({ job: input, settings, mode, ttlSecondsAfterFinished, ttlLeftTo, quotaKeys, limitRanges, config, now }: InjectParams): { job: Job; warnings: string[] } {
   // Copy-on-write along the paths this function changes; every other subtree
   // is shared with the input. A deep clone of the whole Job was the single
   // largest cost per admission, and the input is never mutated either way.
@@ -79,7 +80,7 @@ export function inject({ job: input, settings, mode, ttlSecondsAfterFinished, tt
   warnings.push(...exitCode.warnings);
   const tokenMount = mode === 'api' && pod.automountServiceAccountToken === false;
   const sized = sizeSidecar({ pod, standard: config.sidecar.resources, bounded: config.sidecar.boundedResources, quotaKeys });
-  warnings.push(...sized.warnings);
+  warnings.push(...sized.warnings, ...limitRangeWarnings(sized.resources, limitRanges));
   const resources = resourcesField(sized.resources);
   const shared = sharedSidecar(config, { settings, mode, tokenMount, exitCode: exitCode.code, startedHook: needsStartedHook(pod), resources }, () =>
     buildSidecar(config, settings, mode, exitCode.code, needsStartedHook(pod), mounts, resources),

@@ -66,6 +66,19 @@ export interface NamespaceMeta {
   terminating?: boolean;
   /** The resource names its ResourceQuotas limit (spec.hard keys), when known. */
   quotaKeys?: readonly string[];
+  /** Its LimitRanges' Container items (cpu and memory only), when known. */
+  limitRanges?: readonly LimitRangeItem[];
+}
+
+/** One Container item of a LimitRange, as the LimitRanger admission plugin applies it. */
+export interface LimitRangeItem {
+  /** The LimitRange's name, for warnings. */
+  name: string;
+  min?: Record<string, string>;
+  max?: Record<string, string>;
+  maxLimitRequestRatio?: Record<string, string>;
+  default?: Record<string, string>;
+  defaultRequest?: Record<string, string>;
 }
 
 export function isJob(o: unknown): o is Job {

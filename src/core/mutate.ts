@@ -35,6 +35,7 @@ export function mutateJob(job: Job, ctx: DecideContext): MutateResult {
     ttlSecondsAfterFinished: decision.ttlSecondsAfterFinished,
     ttlLeftTo: decision.ttlLeftTo,
     quotaKeys: ctx.namespace?.quotaKeys,
+    limitRanges: ctx.namespace?.limitRanges,
     config: ctx.config,
     now: ctx.now,
   });

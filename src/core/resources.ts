@@ -6,7 +6,7 @@
  * The rules follow the API server's (pkg/apis/core/v1/helper/qos and
  * validatePodResourceConsistency in Kubernetes 1.34+).
  */
-import { isObject, type Container, type Obj, type PodSpec } from './kube.ts';
+import { isObject, type Container, type LimitRangeItem, type Obj, type PodSpec } from './kube.ts';
 import { parseQuantity } from './quantity.ts';
 
 export type QosClass = 'Guaranteed' | 'Burstable' | 'BestEffort';
@@ -211,5 +211,38 @@ export function resourcesField(r: Resources): Obj {
   const out: Obj = {};
   if (r.requests && Object.keys(r.requests).length) out.requests = r.requests;
   if (r.limits && Object.keys(r.limits).length) out.limits = r.limits;
+  return out;
+}
+
+/**
+ * What a LimitRange of the namespace would refuse in the sidecar, as the
+ * LimitRanger admission plugin checks a container: its defaults filled in
+ * first, then min, max and maxLimitRequestRatio. Said at admission, so the
+ * user is not left to find a FailedCreate Event; the user's own containers
+ * meet the same rules with or without jobharvest.
+ */
+export function limitRangeWarnings(r: Resources, items: readonly LimitRangeItem[] | undefined): string[] {
+  const out: string[] = [];
+  for (const item of items ?? []) {
+    const requests: ResourceList = { ...list(item.defaultRequest), ...list(r.limits), ...list(r.requests) };
+    const limits: ResourceList = { ...list(item.default), ...list(r.limits) };
+    const problem = (what: string) => out.push(`LimitRange ${item.name} would refuse the pods: ${what}; set sidecar.resources or sidecar.boundedResources to fit it`);
+    for (const name of QOS_RESOURCES) {
+      const req = requests[name] === undefined ? undefined : parseQuantity(requests[name]);
+      const lim = limits[name] === undefined ? undefined : parseQuantity(limits[name]);
+      const min = item.min?.[name] === undefined ? undefined : parseQuantity(item.min[name]);
+      const max = item.max?.[name] === undefined ? undefined : parseQuantity(item.max[name]);
+      const ratio = item.maxLimitRequestRatio?.[name] === undefined ? undefined : parseQuantity(item.maxLimitRequestRatio[name]);
+      if (min !== undefined && (req === undefined || req < min || (lim !== undefined && lim < min))) {
+        problem(`the sidecar's ${name} ${req === undefined ? 'has no request' : `request ${String(requests[name])}${lim !== undefined && lim < min ? ` or limit ${String(limits[name])}` : ''} is below`} the minimum ${item.min![name]}`);
+      }
+      if (max !== undefined && (lim === undefined || lim > max || (req !== undefined && req > max))) {
+        problem(`the sidecar's ${name} ${lim === undefined ? 'has no limit' : `limit ${String(limits[name])} is above`} the maximum ${item.max![name]}`);
+      }
+      if (ratio !== undefined && (req === undefined || lim === undefined || req === 0n || lim * 1_000_000_000n > ratio * req)) {
+        problem(`the sidecar's ${name} limit to request ratio is over ${item.maxLimitRequestRatio![name]}`);
+      }
+    }
+  }
   return out;
 }

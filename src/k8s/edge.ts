@@ -15,6 +15,7 @@ import { managedByLabels } from './labels.ts';
 import type { Log } from './log.ts';
 import { LogReaderRbac, optedIn } from './log-reader-rbac.ts';
 import { startNamespaceCache } from './namespace-cache.ts';
+import { startNamespacePolicy } from './namespace-policy.ts';
 import { namespaceLookup, type LiveReadResult, type LiveReadTrigger } from './namespace-live.ts';
 import { registerUrlWebhook } from './register.ts';
 
@@ -86,11 +87,17 @@ export async function startEdgeWith(kc: KubeConfig, opts: EdgeOptions): Promise<
     ...(rbac ? { listeners: [(ns, deleted) => rbac.onNamespace(ns, deleted)] } : {}),
   });
   stops.push(() => namespaces.stop());
-  const admissionNamespace = namespaceLookup(namespaces, {
+  const lookup = namespaceLookup(namespaces, {
     optedIn: (ns) => optedIn(ns, opts.config),
     log,
     ...(opts.onNamespaceLiveRead ? { onLiveRead: opts.onNamespaceLiveRead } : {}),
   });
+  const policy = await startNamespacePolicy(kc, log);
+  stops.push(() => policy.stop());
+  const admissionNamespace = async (name: string) => {
+    const meta = await lookup(name);
+    return meta && policy.with(meta);
+  };
 
   const tlsListeners: Array<(p: FilePair) => void> = [];
   let tls: FilePair | undefined;

@@ -25,7 +25,9 @@ import { waitFor } from '../../support/wait.ts';
  * service-account controllers create the `default` ServiceAccount that the
  * ServiceAccount admission plugin demands of every pod; namespace lets tests
  * delete their namespaces; root-ca-cert-publisher fills kube-root-ca.crt,
- * which projected service-account volumes reference.
+ * which projected service-account volumes reference. The quota admission
+ * plugin enforces only what the resourcequota controller has written into a
+ * quota's status, so without it a ResourceQuota would refuse nothing.
  */
 export const DEFAULT_CONTROLLERS = [
   'job-controller',
@@ -36,6 +38,7 @@ export const DEFAULT_CONTROLLERS = [
   'serviceaccount-token-controller',
   'root-ca-certificate-publisher-controller',
   'namespace-controller',
+  'resourcequota-controller',
 ];
 
 const SERVICE_CIDR = '10.0.0.0/24';
