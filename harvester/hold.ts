@@ -69,6 +69,22 @@ export function holdDeadline(hold: Hold): number {
   return Date.parse(hold.since) + hold.maxHoldSeconds * 1000;
 }
 
+/**
+ * Whether holding the Job means anything: a Job with no TTL is not deleted by
+ * the TTL controller, and one its owner deletes (a JobSet's child, say) is not
+ * kept by a TTL either. A hold would instead give such a Job a TTL it never had,
+ * and a JobSet creates a deleted child again.
+ */
+export function needsHold(job: V1Job): boolean {
+  const ttl = job.spec?.ttlSecondsAfterFinished;
+  return ttl !== undefined && ttl !== null;
+}
+
+/** JSON merge patch of the delivery record alone, for a Job shipped without a hold. */
+export function recordPatch(job: V1Job, key: SigningKey, delivery: Delivery, extra: Record<string, string> = {}): object {
+  return { metadata: { resourceVersion: job.metadata?.resourceVersion, annotations: { ...extra, [DELIVERY_ANNOTATION]: encodeDeliveryRecord(job, key, delivery) } } };
+}
+
 /** JSON merge patch of the release: the original TTL back, the hold gone, the delivery written, in one write. */
 export function releasePatch(job: V1Job, key: SigningKey, hold: Hold, delivery: Delivery, extra: Record<string, string> = {}): object {
   return {

@@ -13,7 +13,7 @@ import type { SigningKey } from '../src/contract/signature.ts';
 import { DELIVERY_ANNOTATION, LOGS_URL_ANNOTATION } from '../src/contract/harvest.ts';
 import { renderLogsUrl } from '../src/contract/logs-url.ts';
 import { matchDestination, type Destination } from './destinations.ts';
-import { deliveryRecordOf, encodeDeliveryRecord, holdDeadline, holdOf, holdPatch, releasePatch, type Hold } from './hold.ts';
+import { deliveryRecordOf, encodeDeliveryRecord, holdDeadline, holdOf, holdPatch, needsHold, recordPatch, releasePatch, type Hold } from './hold.ts';
 import type { Log } from './log.ts';
 import type { ReconcileResult } from './queue.ts';
 import { deliveryEvent, deliveryOf, finishedAt, jobFinished, needsHarvest, nodeLost, podDone, podOutcome, withResumeGaps, type Delivery, type PodOutcome } from './report.ts';
@@ -139,6 +139,10 @@ export class Reconciler {
     }
 
     let hold = held;
+    // Without a TTL nothing of the TTL controller's deletes the Job: ship within
+    // the same bound, with no hold written (which would give the Job a TTL).
+    const placed = held !== undefined || needsHold(job);
+    if (!hold && !placed) hold = { originalTtl: null, since: new Date(this.now()).toISOString(), maxHoldSeconds: this.o.maxHoldSeconds };
     if (!hold) {
       // First, before the TTL runs out: the pods (and their logs) stay as long as the Job does.
       const plan = holdPatch(job, this.o.key, since, this.now(), this.o.maxHoldSeconds)!;
@@ -156,7 +160,7 @@ export class Reconciler {
     const delivery = withGone(await this.harvest(job, hold, destination, status.container, owned, outcomes, notes, signal), gone);
     // Leadership lost mid-harvest: the next leader starts again from the hold; write nothing.
     if (signal.aborted || !this.may()) return { kind: 'done' };
-    return this.release(job, hold, delivery, signal);
+    return this.release(job, placed ? hold : undefined, delivery, signal);
   }
 
   /**
@@ -224,7 +228,8 @@ export class Reconciler {
     return withNotes(withResumeGaps({ sink, pods: pods.length, shipped, lost, unaccounted, harvested }, outcomes), [...notes, ...failed]);
   }
 
-  private async release(job: V1Job, hold: Hold, delivery: Delivery, signal: AbortSignal): Promise<ReconcileResult> {
+  /** Writes the delivery record, and with a hold of ours puts the original TTL back in the same write. */
+  private async release(job: V1Job, hold: Hold | undefined, delivery: Delivery, signal: AbortSignal): Promise<ReconcileResult> {
     const { api } = this.o;
     const namespace = job.metadata!.namespace!;
     const name = job.metadata!.name!;
@@ -233,11 +238,14 @@ export class Reconciler {
       const current = await api.readJob(namespace, name);
       if (!current || current.metadata?.uid !== job.metadata?.uid || deliveryRecordOf(current, this.o.key)) return { kind: 'done' };
       if (signal.aborted || !this.may()) return { kind: 'done' };
-      const r = await api.patchJob(namespace, name, releasePatch(current, this.o.key, holdOf(current, this.o.key) ?? hold, delivery, this.link(current)));
+      const ours = holdOf(current, this.o.key) ?? hold;
+      const patch = ours ? releasePatch(current, this.o.key, ours, delivery, this.link(current)) : recordPatch(current, this.o.key, delivery, this.link(current));
+      const r = await api.patchJob(namespace, name, patch);
       if (r === 'gone') return { kind: 'done' };
       if (r === 'conflict') continue;
       await this.event(current, delivery);
-      this.o.log('info', 'released the Job', { namespace, job: name, ttlSecondsAfterFinished: hold.originalTtl, ...delivery });
+      if (ours) this.o.log('info', 'released the Job', { namespace, job: name, ttlSecondsAfterFinished: ours.originalTtl, ...delivery });
+      else this.o.log('info', 'delivery reported (the Job has no TTL, so it was not held)', { namespace, job: name, ...delivery });
       return { kind: 'done' };
     }
     return { kind: 'requeue', afterMs: this.retryMs };

@@ -176,6 +176,25 @@ describe('reconcile', () => {
     expect(api.delivery()).toMatchObject({ shipped: 15, harvested: 5, lost: 0, unaccounted: 0 });
   });
 
+  it('a Job without a TTL (a JobSet\'s child, say) is shipped without a hold: its TTL stays unset, one write, the record as usual', async () => {
+    const child = jobFixture('build') as any;
+    child.metadata.ownerReferences = [{ apiVersion: 'jobset.x-k8s.io/v1alpha2', kind: 'JobSet', name: 'train', uid: 'js-uid', controller: true }];
+    const r = mutateJob(child, { config: durableConfig(), namespace: optedIn('team-a'), signingKey: KEY, now: 0 });
+    const j = finished(r.job as V1Job);
+    expect(j.spec?.ttlSecondsAfterFinished).toBeUndefined();
+    const api = new FakeApi(j, [pod('p1', unsent(5), 'job-uid', j)]);
+    const shipped: ShipRequest[] = [];
+    expect(await run(reconciler(api, shipped))).toEqual({ kind: 'done' });
+    expect(shipped).toHaveLength(1);
+    expect(shipped[0]!.deadlineMs).toBeGreaterThan(86_000_000);
+    // A hold would have given the Job a TTL, and a JobSet re-creates a child that a TTL deleted.
+    expect(api.patches).toHaveLength(1);
+    expect(api.patches.some((p) => 'spec' in p)).toBe(false);
+    expect(api.job.spec?.ttlSecondsAfterFinished).toBeUndefined();
+    expect(api.job.metadata?.annotations?.[HOLD_ANNOTATION]).toBeUndefined();
+    expect(api.delivery()).toMatchObject({ shipped: 15, harvested: 5, lost: 0, unaccounted: 0 });
+  });
+
   it('a forged sidecar (status written by hand) is not held or shipped; the delivery record says why', async () => {
     const forged = injectedJob();
     delete forged.metadata!.annotations![SIGNATURE_ANNOTATION];
