@@ -22,6 +22,9 @@ export function withLogFields<T>(fields: Fields, f: () => T): T {
 
 export class Logger {
   private min = ORDER.info;
+  /** Bytes of lines the logger may still write; unbounded unless a program sets one. */
+  private left = Infinity;
+  private dropped = 0;
   constructor(private write: LogWriter = (line) => void process.stderr.write(line)) {}
 
   setLevel(level: LogLevel): void {
@@ -30,6 +33,21 @@ export class Logger {
 
   setWriter(write: LogWriter): void {
     this.write = write;
+  }
+
+  /**
+   * Bounds what the logger writes, in bytes: the sidecar's own log counts
+   * against its pod's ephemeral storage, and a log server down for hours must
+   * not fill it with retry warnings. Past the bound, lines are counted, and the
+   * count goes into the summary (`last`), which is always written.
+   */
+  setBudget(bytes: number): void {
+    this.left = bytes;
+  }
+
+  /** The one line that is always written, with the count of lines the budget held back. */
+  last(msg: string, fields: Fields): void {
+    this.emit('info', msg, this.dropped > 0 ? { ...fields, log_lines_suppressed: this.dropped } : fields, true);
   }
 
   debug(msg: string, fields?: Fields): void {
@@ -45,11 +63,20 @@ export class Logger {
     this.emit('error', msg, fields);
   }
 
-  private emit(level: LogLevel, msg: string, fields?: Fields): void {
-    if (ORDER[level] < this.min) return;
+  private emit(level: LogLevel, msg: string, fields?: Fields, always = false): void {
+    if (ORDER[level] < this.min && !always) return;
+    if (this.left <= 0 && !always) {
+      this.dropped++;
+      return;
+    }
     const entry = { time: new Date().toISOString(), level, msg, ...context.getStore(), ...fields };
     // Error messages and fields may quote an endpoint; no line leaves with its credentials.
-    this.write(redactUrls(JSON.stringify(entry, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v instanceof Error ? v.message : v))) + '\n');
+    let line = redactUrls(JSON.stringify(entry, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v instanceof Error ? v.message : v))) + '\n';
+    if (!always) {
+      this.left -= line.length;
+      if (this.left <= 0) line += JSON.stringify({ time: entry.time, level: 'warn', msg: 'own log budget spent: further lines are only counted, in the summary' }) + '\n';
+    }
+    this.write(line);
   }
 }
 

@@ -13,6 +13,8 @@ import { markStarted, waitStarted } from './started.ts';
 // the webhook that none of its rules matches: every non-zero exit uses it then,
 // crashes included, and the reason stays in the log line.
 const forced = forcedExitCode(process.env, ENV.FAILURE_EXIT_CODE.name);
+/** The sidecar's own diagnostics, bounded: the webhook's ephemeral-storage share for it (src/core/resources.ts) covers this with room. */
+const OWN_LOG_BYTES = 4 * 1024 * 1024;
 const exitWith = (code: number): never => process.exit(code === 0 || forced === undefined ? code : forced);
 
 function fail(message: string, code = 2): never {
@@ -32,6 +34,7 @@ export async function main(argv: readonly string[], handlerAtMs?: number): Promi
     return;
   }
   if (argv.length > 0) fail(`unknown argument '${argv[0]}'; all settings come from the environment, see --help`);
+  log.setBudget(OWN_LOG_BYTES);
   // The latch went in before this module loaded: a SIGTERM that arrives while
   // the sidecar is still starting must drain too, not kill it mid-way.
   let pipeline: Pipeline | undefined;
@@ -39,7 +42,7 @@ export async function main(argv: readonly string[], handlerAtMs?: number): Promi
   const drainAndExit = (p: Pipeline): void => {
     p.drain().then(
       (summary) => {
-        log.info('summary', { ...summary });
+        log.last('summary', { ...summary });
         process.exit(exitCodeOf(summary.outcome, p.config.failureExitCode));
       },
       (err: unknown) => {

@@ -9,7 +9,7 @@ import { type Container, type Job, type JobSpec, type LimitRangeItem, type Obj, 
 import type { Settings } from './settings.ts';
 import { sharedValue } from './patch.ts';
 import { carriedMetadata } from './carry.ts';
-import { limitRangeWarnings, resourcesField, sizeSidecar, type Resources } from './resources.ts';
+import { ephemeralStorage, limitRangeWarnings, resourcesField, sizeSidecar, type Resources } from './resources.ts';
 
 export interface InjectParams {
   job: Job;
@@ -81,7 +81,11 @@ export function inject({ job: input, settings, mode, ttlSecondsAfterFinished, tt
   const tokenMount = mode === 'api' && pod.automountServiceAccountToken === false;
   const sized = sizeSidecar({ pod, standard: config.sidecar.resources, bounded: config.sidecar.boundedResources, quotaKeys });
   warnings.push(...sized.warnings, ...limitRangeWarnings(sized.resources, limitRanges));
-  const resources = resourcesField(sized.resources);
+  const storage = ephemeralStorage(pod, config.sidecar.stateSizeLimit, settings.sink === 'stdout');
+  const resources = resourcesField({
+    requests: { ...sized.resources.requests, ...(storage.requests ? { 'ephemeral-storage': storage.requests } : {}) },
+    limits: { ...sized.resources.limits, ...(storage.limits ? { 'ephemeral-storage': storage.limits } : {}) },
+  });
   const shared = sharedSidecar(config, { settings, mode, tokenMount, exitCode: exitCode.code, startedHook: needsStartedHook(pod), resources }, () =>
     buildSidecar(config, settings, mode, exitCode.code, needsStartedHook(pod), mounts, resources),
   );

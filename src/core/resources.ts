@@ -206,6 +206,36 @@ function podLevelFit(pod: PodSpec, name: string, want: unknown, cap: unknown, po
   return undefined;
 }
 
+const MI = 1024n * 1024n * 1_000_000_000n;
+/** The sidecar's own diagnostics are bounded in bytes (sidecar/log.ts); this covers them with room. */
+const OWN_LOG_MI = 8n;
+/** The stdout sink writes every record to the sidecar's own log, which the kubelet rotates at 5 × 10 MiB by default. */
+const STDOUT_LOG_MI = 64n;
+
+/**
+ * The sidecar's share of the pod's ephemeral storage, where the user's
+ * containers set one: the kubelet evicts a pod whose emptyDirs, logs and
+ * writable layers pass the sum of its containers' limits, and the sidecar's
+ * state volume (up to its sizeLimit) and its own log would otherwise count
+ * against the user's budget. Nothing is added where no container sets it, so
+ * such a pod stays as it was.
+ */
+export function ephemeralStorage(pod: PodSpec, stateSizeLimit: string, stdoutSink: boolean): { requests?: string; limits?: string } {
+  let request = false;
+  let limit = false;
+  for (const c of containers(pod)) {
+    const r = list(c.resources);
+    if (list(r.requests)['ephemeral-storage'] !== undefined) request = true;
+    if (list(r.limits)['ephemeral-storage'] !== undefined) limit = true;
+  }
+  if (!request && !limit) return {};
+  const state = parseQuantity(stateSizeLimit) ?? 64n * MI;
+  const mi = (state + MI - 1n) / MI + (stdoutSink ? STDOUT_LOG_MI : OWN_LOG_MI);
+  const size = `${mi}Mi`;
+  // A limit without a request defaults the request to it, as for any container.
+  return { ...(request ? { requests: size } : {}), ...(limit ? { limits: size } : {}) };
+}
+
 /** The resources as they go into the container: only the fields that are set. */
 export function resourcesField(r: Resources): Obj {
   const out: Obj = {};

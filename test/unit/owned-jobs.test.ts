@@ -4,7 +4,7 @@ import { decide } from '../../src/core/decide.ts';
 import { parseConfig } from '../../src/core/config.ts';
 import { mutateJob } from '../../src/core/mutate.ts';
 import { parseQuantity } from '../../src/core/quantity.ts';
-import { containerQos, sizeSidecar } from '../../src/core/resources.ts';
+import { containerQos, ephemeralStorage, sizeSidecar } from '../../src/core/resources.ts';
 import { durableConfig, job, optedIn } from './fixtures.ts';
 
 const owner = (apiVersion: string, kind: string, name = 'owner', controller = true) => ({ apiVersion, kind, name, uid: '00000000-0000-0000-0000-000000000001', controller });
@@ -178,5 +178,21 @@ describe('pod-level resources', () => {
     const s = sizeSidecar({ pod: pod(res(undefined, { cpu: '2', memory: '2Gi' }), {}), standard, bounded });
     expect(s.resources).toEqual({});
     expect(s.sizing).toBe('pod-level');
+  });
+});
+
+describe('ephemeral storage', () => {
+  it('the sidecar takes its own share where the user\'s containers set one, and nothing otherwise', () => {
+    const pod = (r: { requests?: Record<string, string>; limits?: Record<string, string> }) => ({ containers: [container('main', r)] });
+    expect(ephemeralStorage(pod({ limits: { 'ephemeral-storage': '100Mi' } }), '64Mi', false)).toEqual({ limits: '72Mi' });
+    expect(ephemeralStorage(pod({ requests: { 'ephemeral-storage': '1Gi' }, limits: { 'ephemeral-storage': '2Gi' } }), '64Mi', true)).toEqual({ requests: '128Mi', limits: '128Mi' });
+    expect(ephemeralStorage(pod({ requests: { cpu: '1' } }), '64Mi', false)).toEqual({});
+    const j = job('storage');
+    j.spec.template.spec.containers[0].resources = { limits: { 'ephemeral-storage': '100Mi', memory: '1Gi' } };
+    const out = mutateJob(j, { config: durableConfig(), namespace: optedIn('team-a') });
+    const sidecar = out.job.spec!.template!.spec!.initContainers![0] as any;
+    expect(sidecar.resources.limits['ephemeral-storage']).toBe('72Mi');
+    // The state volume's sizeLimit stays within that share.
+    expect(out.job.spec!.template!.spec!.volumes!.find((v) => v.name === 'jobharvest-state')).toMatchObject({ emptyDir: { sizeLimit: '64Mi' } });
   });
 });
