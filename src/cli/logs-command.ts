@@ -4,8 +4,9 @@ import { runLogs, type LogsFlags } from './logs.ts';
 /** `logs`, shared by the CLI and the standalone kubectl plugin (src/cli/plugin.ts). */
 export function logsCommand(): Command {
   return new Command('logs')
-    .description("print a Job's logs from the log server, also after the Job is gone (kubectl jobharvest logs job/NAME)")
-    .argument('<job>', 'job/NAME')
+    .description("print a Job's logs from the log server, also after the Job is gone (kubectl jobharvest logs job/NAME); cronjob/NAME lists a CronJob's runs, newest first")
+    .argument('<job>', 'job/NAME, or cronjob/NAME')
+    .option('--run <n>', 'with cronjob/NAME: print this run\'s logs: 1 is the newest, 2 the one before, or a Job\'s name')
     .option('-n, --namespace <ns>', "the Job's namespace (default: the kubeconfig context's)")
     .option('-c, --container <name>', 'only this container (default: the Job\'s default container while it exists)')
     .option('--all-containers', 'every container of the pods, init containers included')

@@ -2,7 +2,7 @@ import { LOKI_FIELDS as L, RECORD_FLAGS } from '../contract/record.ts';
 import { redactUrls } from '../contract/redact.ts';
 import { authHeaders, httpText, under, type HttpOptions } from './http.ts';
 import { pager } from './pager.ts';
-import { QueryError, readFlags, type LogLine, type LogQuery, type QueryClient, type TailOptions } from './types.ts';
+import { QueryError, readFlags, type JobRun, type LogLine, type LogQuery, type QueryClient, type TailOptions } from './types.ts';
 
 export const DEFAULT_RANGE_NS = 720n * 3600n * 1_000_000_000n;
 
@@ -86,6 +86,25 @@ export class LokiClient implements QueryClient {
     private readonly tenant?: string,
     private readonly now: () => bigint = () => BigInt(Date.now()) * 1_000_000n,
   ) {}
+
+  /** The job label's values in the namespace's streams over the last 30 days (Loki counts no lines here). */
+  async jobs(namespace: string, pattern: string): Promise<JobRun[]> {
+    const http: HttpOptions = this.tenant ? { ...this.http, headers: { ...this.http.headers, 'x-scope-orgid': this.tenant } } : this.http;
+    const u = under(this.base, `/loki/api/v1/label/${encodeURIComponent(L.job)}/values`);
+    const end = this.now() + 1n;
+    u.searchParams.set('query', `{${L.namespace}=${q(namespace)}, ${L.job}=~${q(pattern)}}`);
+    u.searchParams.set('start', String(end - DEFAULT_RANGE_NS));
+    u.searchParams.set('end', String(end));
+    let doc: { status?: string; data?: unknown };
+    try {
+      doc = JSON.parse(await httpText(u, http)) as typeof doc;
+    } catch (e) {
+      if (e instanceof QueryError) throw e;
+      throw new QueryError('Loki answered the label values query with something that is not JSON');
+    }
+    if (doc.status !== 'success' || !Array.isArray(doc.data)) throw new QueryError(`Loki answered status ${doc.status} to the label values query`);
+    return doc.data.filter((v): v is string => typeof v === 'string').map((job) => ({ job }));
+  }
 
   lines(query: LogQuery, pageSize = 5000): AsyncIterable<LogLine> {
     const url = under(this.base, '/loki/api/v1/query_range');

@@ -51,6 +51,21 @@ export interface QueryClient {
    * arrive, each once it is `lagMs` old, until `signal` aborts.
    */
   tail?(q: LogQuery, o: TailOptions): AsyncIterable<LogLine>;
+  /**
+   * The names of the Jobs of a namespace whose name matches `pattern` (an RE2
+   * pattern anchored at both ends), with what the server counts of each, where
+   * it can list them: a CronJob's runs after the TTL deleted their Jobs.
+   */
+  jobs?(namespace: string, pattern: string): Promise<JobRun[]>;
+}
+
+/** One Job as the log server knows it. */
+export interface JobRun {
+  job: string;
+  /** Its lines, and the first and last line's time, where the server counts them. */
+  lines?: number;
+  firstNs?: bigint;
+  lastNs?: bigint;
 }
 
 export interface TailOptions {

@@ -1,7 +1,7 @@
 import { DOCUMENT_FIELDS, LOKI_FIELDS, OTLP_ATTRIBUTES, RECORD_FLAGS, type RecordField } from '../contract/record.ts';
 import { httpLines, httpText, under, type HttpOptions } from './http.ts';
 import { pager } from './pager.ts';
-import { formatTimeNs, parseTimeNs, QueryError, readFlags, type LogLine, type LogQuery, type QueryClient, type TailOptions } from './types.ts';
+import { formatTimeNs, parseTimeNs, QueryError, readFlags, type JobRun, type LogLine, type LogQuery, type QueryClient, type TailOptions } from './types.ts';
 
 /** Where each sink's metadata lands in VictoriaLogs: the names the sidecar's encoders write (src/contract/record.ts). */
 export type FieldMap = Record<RecordField, string>;
@@ -30,16 +30,22 @@ export function logsqlFilter(q: LogQuery, f: FieldMap): string {
   return parts.join(' ');
 }
 
+/** The namespace's Jobs whose names match an RE2 pattern, anchored at both ends. */
+function jobsFilter(namespace: string, pattern: string, f: FieldMap): string {
+  return `${field(f.namespace)}:=${quote(namespace)} ${field(f.job)}:~${quote(`^(?:${pattern})$`)}`;
+}
+
 /**
  * Which writer's field names hold this Job's lines: the sink that wrote them
  * is not always known to the reader (a query endpoint set by hand, a sink
  * changed since), and one `limit 1` query per candidate settles it.
  */
-export async function detectFields(base: string, q: LogQuery, preferred: FieldPreset, http: HttpOptions = {}): Promise<FieldPreset> {
+export async function detectFields(base: string, q: LogQuery, preferred: FieldPreset, http: HttpOptions = {}, jobPattern?: string): Promise<FieldPreset> {
   const order = [preferred, ...(Object.keys(FIELD_MAPS) as FieldPreset[]).filter((p) => p !== preferred)];
   for (const preset of order) {
     const f = FIELD_MAPS[preset];
-    const params = new URLSearchParams({ query: `${logsqlFilter({ namespace: q.namespace, job: q.job }, f)} | limit 1 | fields _time`, start: '0' });
+    const filter = jobPattern === undefined ? logsqlFilter({ namespace: q.namespace, job: q.job }, f) : jobsFilter(q.namespace, jobPattern, f);
+    const params = new URLSearchParams({ query: `${filter} | limit 1 | fields _time`, start: '0' });
     const text = await httpText(under(base, '/select/logsql/query'), http, 'POST', { type: 'application/x-www-form-urlencoded', text: params.toString() });
     if (text.trim()) return preset;
   }
@@ -99,6 +105,27 @@ export class VictoriaLogsClient implements QueryClient {
       });
       return { rows, more };
     }, pageSize, { ties: 'exact', cursor: 'complete' });
+  }
+
+  async jobs(namespace: string, pattern: string): Promise<JobRun[]> {
+    const f = this.fields;
+    const query = `${jobsFilter(namespace, pattern, f)} | stats by (${field(f.job)}) count() lines, min(_time) first, max(_time) last`;
+    const params = new URLSearchParams({ query, start: '0' });
+    const text = await httpText(under(this.base, '/select/logsql/query'), this.http, 'POST', { type: 'application/x-www-form-urlencoded', text: params.toString() });
+    const runs: JobRun[] = [];
+    for (const raw of text.split('\n')) {
+      if (!raw) continue;
+      const r = JSON.parse(raw) as Record<string, string | undefined>;
+      const job = r[f.job];
+      if (!job) continue;
+      const run: JobRun = { job, lines: Number(r.lines ?? 0) };
+      const first = parseTimeNs(r.first ?? '');
+      const last = parseTimeNs(r.last ?? '');
+      if (first !== undefined) run.firstNs = first;
+      if (last !== undefined) run.lastNs = last;
+      runs.push(run);
+    }
+    return runs;
   }
 
   private fieldList(): string {

@@ -155,6 +155,29 @@ describe('jobharvest logs against VictoriaLogs', () => {
     expect(r.stdout).toEqual(expected);
   });
 
+  it('cronjob/NAME lists the runs on the log server newest first, and --run prints one of them', async () => {
+    const run = (job: string, n: number, t: bigint) => pushLoki('cron', job, Array.from({ length: n }, (_, i) => ({ ns: t + BigInt(i), pod: `${job}-x`, container: 'main', restart: 0, stream: 'stdout' as const, id: `${job}-${i}`, message: `${job} line ${i}` })));
+    await run('report-29400000', 3, BASE);
+    await run('report-29400001', 2, BASE + 60_000_000_000n);
+    await run('report-weekly-29400001', 1, BASE);
+    await run('other-29400002', 1, BASE);
+    await vl.flush();
+    const list = await cli(['cronjob/report', '-n', 'cron', ...at()]);
+    expect(list.code, list.stderr).toBe(0);
+    const rows = list.stdout.slice(1, 3).map((l) => l.split(/\s+/));
+    expect(list.stdout[0]).toMatch(/^RUN\s+JOB/);
+    expect(rows.map((r) => [r[0], r[1], r.at(-2), r.at(-1)])).toEqual([
+      ['1', 'report-29400001', '2', 'deleted'],
+      ['2', 'report-29400000', '3', 'deleted'],
+    ]);
+    expect(list.stdout.join('\n')).not.toContain('weekly');
+    const older = await cli(['cronjob/report', '-n', 'cron', '--run', '2', ...at()]);
+    expect(older.code, older.stderr).toBe(0);
+    expect(older.stdout).toEqual(['report-29400000 line 0', 'report-29400000 line 1', 'report-29400000 line 2']);
+    const byName = await cli(['cronjob/report', '-n', 'cron', '--run', 'report-29400001', ...at()]);
+    expect(byName.stdout).toEqual(['report-29400001 line 0', 'report-29400001 line 1']);
+  });
+
   it('says so in one line when the Job has no lines there', async () => {
     const r = await cli(['job/nothing', '-n', 'fields-loki', ...at()]);
     expect(r.code).toBe(0);

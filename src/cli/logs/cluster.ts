@@ -17,6 +17,8 @@ export interface ClusterView {
   secret: (name: string) => Promise<Record<string, string> | undefined>;
   /** Where the Job is now, for --follow; absent when there is no cluster to ask. */
   jobState?: () => Promise<JobState>;
+  /** For cronjob/NAME: the Jobs the CronJob controls that still exist; undefined when they could not be listed. */
+  cronJobRuns?: Array<{ job: string; createdMs?: number }>;
 }
 
 /**
@@ -40,7 +42,7 @@ export function jobStateOf(job: { metadata?: { uid?: string; annotations?: Recor
  * each failure only removes one level of configuration. Secrets are read
  * later, and only those the resolution allows.
  */
-export async function readCluster(o: Pick<LogsOptions, 'kubeconfig' | 'context' | 'namespace' | 'job' | 'chartNamespace'>): Promise<ClusterView> {
+export async function readCluster(o: Pick<LogsOptions, 'kubeconfig' | 'context' | 'namespace' | 'job' | 'chartNamespace'> & { cronJob?: boolean }): Promise<ClusterView> {
   const k8s = await import('@kubernetes/client-node');
   const kc = new k8s.KubeConfig();
   try {
@@ -59,6 +61,19 @@ export async function readCluster(o: Pick<LogsOptions, 'kubeconfig' | 'context' 
   }
   const batch = kc.makeApiClient(k8s.BatchV1Api);
   const core = kc.makeApiClient(k8s.CoreV1Api);
+  if (o.cronJob) {
+    // Its runs that still exist; the newest one's annotations say where the logs went, as a Job's do.
+    try {
+      const jobs = await batch.listNamespacedJob({ namespace: ns });
+      view.cronJobRuns = jobs.items
+        .filter((j) => j.metadata?.ownerReferences?.some((r) => r.controller === true && r.kind === 'CronJob' && r.apiVersion.startsWith('batch/') && r.name === o.job))
+        .map((j) => ({ job: j.metadata!.name!, ...(j.metadata?.creationTimestamp ? { createdMs: new Date(j.metadata.creationTimestamp).getTime() } : {}) }))
+        .sort((a, b) => (b.createdMs ?? 0) - (a.createdMs ?? 0));
+    } catch {
+      // The log server may still list them.
+    }
+    o = { ...o, job: view.cronJobRuns?.[0]?.job ?? o.job };
+  }
   const why = (e: unknown) => {
     const code = (e as { code?: number }).code;
     return code === 404 ? 'not found' : code === 403 ? 'forbidden' : code ? `HTTP ${code}` : ((e as NodeJS.ErrnoException).code ?? 'unreachable');

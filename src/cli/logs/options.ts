@@ -32,6 +32,7 @@ export interface LogsFlags {
   follow?: boolean;
   followLag?: string;
   pollInterval?: string;
+  run?: string;
 }
 
 /**
@@ -40,7 +41,12 @@ export interface LogsFlags {
  * the log server is touched (kubectl's Complete and Validate).
  */
 export interface LogsOptions {
+  /** The Job's name; for cronjob/NAME, the CronJob's, until a run is chosen. */
   job: string;
+  /** Set for cronjob/NAME: its runs are listed, or one of them (--run) is printed. */
+  cronJob: boolean;
+  /** --run: 1 for the newest run, 2 for the one before, or a Job's name. */
+  run: string | undefined;
   namespace: string | undefined;
   container: string | undefined;
   allContainers: boolean;
@@ -91,8 +97,14 @@ function bad(msg: string): never {
 /** `job/NAME`, `jobs/NAME`, `job.batch/NAME` or a bare NAME, as kubectl takes them. */
 export function parseJobRef(ref: string): string {
   const m = /^(?:(?:jobs?|jobs?\.batch)\/)?([a-z0-9]([-a-z0-9.]*[a-z0-9])?)$/.exec(ref);
-  if (!m) bad(`${ref}: expected job/NAME`);
+  if (!m) bad(`${ref}: expected job/NAME or cronjob/NAME`);
   return m[1]!;
+}
+
+/** `cronjob/NAME` (also `cronjobs/`, `cj/`, `cronjob.batch/`): the name, or undefined for any other reference. */
+export function parseCronJobRef(ref: string): string | undefined {
+  const m = /^(?:cronjobs?|cj|cronjobs?\.batch)\/([a-z0-9]([-a-z0-9.]*[a-z0-9])?)$/.exec(ref);
+  return m ? m[1]! : undefined;
 }
 
 /** kubectl's --since: a Go duration such as 90s, 15m, 2h or 1h30m. */
@@ -136,8 +148,13 @@ export function completeOptions(ref: string, flags: LogsFlags, env: NodeJS.Proce
     if (sinceTimeNs === undefined) bad(`--since-time ${flags.sinceTime}: expected RFC 3339, e.g. 2026-01-02T15:04:05Z`);
   }
   if (flags.output !== undefined && flags.output !== 'json') bad(`-o ${flags.output}: only json is supported`);
+  const cronJob = parseCronJobRef(ref);
+  if (flags.run !== undefined && cronJob === undefined) bad('--run chooses a run of a CronJob: give cronjob/NAME');
+  if (flags.run !== undefined && !(/^[1-9][0-9]{0,5}$/.test(flags.run) || (/[^0-9]/.test(flags.run) && /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(flags.run)))) bad(`--run ${flags.run}: expected a run number (1 is the newest) or a Job's name`);
   return {
-    job: parseJobRef(ref),
+    job: cronJob ?? parseJobRef(ref),
+    cronJob: cronJob !== undefined,
+    run: flags.run,
     namespace: flags.namespace,
     container: flags.container,
     allContainers: flags.allContainers ?? false,

@@ -7,6 +7,7 @@ import { compareLines, formatTimeNs, transient, type LogLine, type LogQuery, typ
 import { readCluster, type ClusterView, type JobState } from './cluster.ts';
 import { parseOptions, type LogsFlags, type LogsOptions } from './options.ts';
 import { credentialLabel, plan, type CredentialPlan, type Plan } from './resolve.ts';
+import { chooseRun, formatRuns, mergeRuns, runPattern } from './runs.ts';
 
 function bad(msg: string): never {
   throw new JobharvestError(ERROR_CODES.BAD_INPUT, msg);
@@ -41,11 +42,12 @@ export async function loadCredentials(p: CredentialPlan, o: Pick<LogsOptions, 'e
   }
 }
 
-export async function makeClient(t: QueryTarget, creds: Credentials | undefined, ca: string | undefined, q: LogQuery): Promise<QueryClient> {
+/** `jobPattern`: the client is for listing the Jobs of that name pattern (a CronJob's runs), not one Job's lines. */
+export async function makeClient(t: QueryTarget, creds: Credentials | undefined, ca: string | undefined, q: LogQuery, jobPattern?: string): Promise<QueryClient> {
   const http = { ...(creds ? { credentials: creds } : {}), ...(ca ? { ca } : {}) };
   if (t.type === 'victorialogs') {
     const { VictoriaLogsClient, FIELD_MAPS, detectFields } = await import('../../query/victorialogs.ts');
-    return new VictoriaLogsClient(t.endpoint, FIELD_MAPS[await detectFields(t.endpoint, q, t.fields, http)], http);
+    return new VictoriaLogsClient(t.endpoint, FIELD_MAPS[await detectFields(t.endpoint, q, t.fields, http, jobPattern)], http);
   }
   if (t.type === 'loki') {
     const { LokiClient } = await import('../../query/loki.ts');
@@ -309,7 +311,19 @@ export async function runLogs(ref: string, flags: LogsFlags, out: NodeJS.Writabl
     return 2;
   }
   const ca = o.caFile ? readSecretFile(o.caFile, '--ca-file') : undefined;
-  const client = await makeClient(p.target, creds.creds, ca, q);
+  const client = await makeClient(p.target, creds.creds, ca, q, o.cronJob ? runPattern(o.job) : undefined);
+  if (o.cronJob) {
+    let note: string | undefined;
+    const onServer = client.jobs ? await client.jobs(p.namespace, runPattern(o.job)) : [];
+    if (!client.jobs) note = `${client.kind} lists no Jobs here: only the runs whose Jobs still exist are shown`;
+    const runs = mergeRuns(o.job, view.cronJobRuns ?? [], onServer);
+    if (o.run === undefined) {
+      out.write(formatRuns(o.job, runs, note));
+      return 0;
+    }
+    const chosen = chooseRun(runs, o.run);
+    return runLogs(`job/${chosen.job}`, { ...flags, run: undefined, namespace: p.namespace }, out, err, cluster === undefined ? undefined : { ...cluster, jobFound: 'gone', job: undefined });
+  }
   const w = new Out(out);
   let n = 0;
   const lines = o.follow ? followLines(client, q, o, view.jobState, realClock, (note) => err.write(`jobharvest logs: ${note}\n`)) : selectLines(client, q, o);
