@@ -14,7 +14,7 @@ export interface CronJobRun {
 
 /** The pattern a CronJob's Jobs are named by: `<cronjob>-<minutes since the epoch of the scheduled time>`. */
 export function runPattern(cronJob: string): string {
-  return `${cronJob.replace(/[.\-]/g, (c) => `\\${c}`)}-[0-9]+`;
+  return `${cronJob.replace(/[.-]/g, (c) => `\\${c}`)}-[0-9]+`;
 }
 
 function scheduled(cronJob: string, job: string): number | undefined {
