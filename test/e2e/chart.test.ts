@@ -375,6 +375,7 @@ describe('the rendered objects', () => {
     const objects = await render(helm, { release: 'jh', namespace: 'jobharvest' });
     expect(rulesOf(one<V1ClusterRole>(objects, 'ClusterRole', 'jh-jobharvest'))).toEqual([
       { apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] },
+      { apiGroups: [''], resources: ['resourcequotas', 'limitranges'], verbs: ['list', 'watch'] },
       { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: ['jh-jobharvest'], verbs: ['get', 'update'] },
       { apiGroups: ['rbac.authorization.k8s.io'], resources: ['rolebindings'], verbs: ['get', 'create', 'delete'] },
       { apiGroups: ['rbac.authorization.k8s.io'], resources: ['clusterroles'], resourceNames: ['jh-jobharvest-log-reader'], verbs: ['bind'] },
@@ -452,6 +453,7 @@ describe('the rendered objects', () => {
     });
     expect(rulesOf(one<V1ClusterRole>(objects, 'ClusterRole', 'jh-jobharvest'))).toEqual([
       { apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] },
+      { apiGroups: [''], resources: ['resourcequotas', 'limitranges'], verbs: ['list', 'watch'] },
       // Read-only: readiness checks that the caBundle trusts the mounted certificate.
       { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: ['jh-jobharvest'], verbs: ['get'] },
     ]);
