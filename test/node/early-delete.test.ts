@@ -12,10 +12,11 @@
  *    container of the pod started (the sidecar; the main container in the
  *    control, the same Jobs in a namespace without jobharvest), 10 pods at
  *    each offset (JOBHARVEST_EARLY_DELETE_PODS), the arms alternating
- *    A B B A. The start is when containerd opens the container's log file,
- *    which it does as it starts the container; the offset from containerd's
- *    own StartedAt is printed beside it where the container's record was
- *    still there to read. Printed per offset: deletion → pod gone, median and
+ *    A B B A. The start is containerd's own StartedAt, read from its record
+ *    of the container as soon as it is written (trials run one at a time, so
+ *    the first container record that appears is the pod's first container;
+ *    its ID is checked against the pod's status afterwards). Printed per
+ *    offset: deletion → pod gone, median and
  *    max of each arm, and the ratio of the medians. No injected pod may wait
  *    out its grace period (30 s) because of jobharvest: each is gone within
  *    the drain budget, no sidecar ends with 137, and every Job's delivery
@@ -29,7 +30,7 @@
  * arms and what is measured is the sidecar.
  */
 import { Watch, type V1Job, type V1JobSpec, type V1Pod } from '@kubernetes/client-node';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -57,8 +58,6 @@ const nowMs = () => performance.timeOrigin + performance.now();
 interface PodRecord {
   last?: V1Pod;
   goneAt?: number;
-  /** containerd's StartedAt of each container, epoch ms, read while its record existed. */
-  startedAt: Map<string, number>;
 }
 
 interface Trial {
@@ -66,10 +65,10 @@ interface Trial {
   offsetMs: number;
   job: string;
   namespace: string;
-  /** Deletion request sent, ms after the first container's log file appeared. */
-  sentAfterFileMs: number;
-  /** The same, after containerd's StartedAt of that container, where known. */
-  sentAfterStartMs: number | undefined;
+  /** Deletion request sent, ms after containerd's StartedAt of the pod's first container. */
+  sentAfterStartMs: number;
+  /** ...and after the test saw that StartedAt. */
+  sentAfterSeenMs: number;
   goneMs: number;
   sidecarExit: number | undefined;
   /** Whether the sidecar logged its SIGTERM, and when, in ms since its process started (and when the handler went in). */
@@ -127,20 +126,9 @@ describeRealNode('pods deleted while they start', () => {
         const uid = pod.metadata?.uid;
         if (uid === undefined) return;
         let r = pods.get(uid);
-        if (!r) pods.set(uid, (r = { startedAt: new Map() }));
+        if (!r) pods.set(uid, (r = {}));
         r.last = pod;
         if (type === 'DELETED') r.goneAt = nowMs();
-        // containerd's record of a container goes soon after the pod's deletion: read it as soon as its ID is known.
-        for (const s of [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])]) {
-          if (r.startedAt.has(s.name) || !s.containerID) continue;
-          const id = s.containerID.replace(/^[a-z]+:\/\//, '');
-          try {
-            const status = JSON.parse(readFileSync(join(containerdRoot, 'io.containerd.grpc.v1.cri', 'containers', id, 'status'), 'utf8')) as { StartedAt?: number };
-            if (typeof status.StartedAt === 'number' && status.StartedAt > 0) r.startedAt.set(s.name, status.StartedAt / 1e6);
-          } catch {
-            // already removed, or not written yet
-          }
-        }
       },
       () => {},
     );
@@ -188,14 +176,29 @@ describeRealNode('pods deleted while they start', () => {
     return pod;
   }
 
-  /** Spins until the file exists; returns when it was first seen (epoch ms). */
-  async function appeared(file: string, timeoutMs = 60_000): Promise<number> {
+  const criContainers = () => join(containerdRoot, 'io.containerd.grpc.v1.cri', 'containers');
+
+  /** The containers containerd has a record of. */
+  function containerIds(): Set<string> {
+    return existsSync(criContainers()) ? new Set(readdirSync(criContainers())) : new Set();
+  }
+
+  /** Spins until a container not in `known` has a StartedAt in containerd's record: its ID, that StartedAt and when it was seen (epoch ms). */
+  async function nextStarted(known: Set<string>, timeoutMs = 60_000): Promise<{ id: string; startedAt: number; seenAt: number }> {
     const until = nowMs() + timeoutMs;
-    while (!existsSync(file)) {
-      if (nowMs() > until) throw new Error(`${file} never appeared`);
+    for (;;) {
+      for (const id of containerIds()) {
+        if (known.has(id)) continue;
+        try {
+          const status = JSON.parse(readFileSync(join(criContainers(), id, 'status'), 'utf8')) as { StartedAt?: number };
+          if (typeof status.StartedAt === 'number' && status.StartedAt > 0) return { id, startedAt: status.StartedAt / 1e6, seenAt: nowMs() };
+        } catch {
+          // created, not yet written
+        }
+      }
+      if (nowMs() > until) throw new Error('no container started');
       await sleep(1);
     }
-    return nowMs();
   }
 
   /** Copies of the sidecar's log file, refreshed until the kubelet removes it. */
@@ -223,22 +226,24 @@ describeRealNode('pods deleted while they start', () => {
 
   async function trial(arm: Arm, offsetMs: number, job: string): Promise<Trial> {
     const namespace = arm === 'injected' ? injected : control;
+    const known = containerIds();
     const stored = await env.batch.createNamespacedJob({ namespace, body: jobBody(job, {}, { image: IMAGE, command: ['sh', '-c', MAIN_SCRIPT] }) });
     const hasSidecar = stored.spec?.template.spec?.initContainers?.[0]?.name === NAMES.container;
     expect(hasSidecar, `${namespace}/${job}: injected or not as its arm says`).toBe(arm === 'injected');
     const pod = await podOf(namespace, job);
     const podDir = join(env.node.podLogsDir, `${namespace}_${pod.name}_${pod.uid}`);
     const first = arm === 'injected' ? NAMES.container : 'main';
-    const seenAt = await appeared(join(podDir, first, '0.log'));
+    const start = await nextStarted(known);
     const copy = arm === 'injected' ? copying(join(podDir, NAMES.container, '0.log')) : undefined;
-    const wait = seenAt + offsetMs - nowMs();
+    const wait = start.startedAt + offsetMs - nowMs();
     if (wait > 0) await sleep(wait);
     const sentAt = nowMs();
     await env.core.deleteNamespacedPod({ name: pod.name, namespace });
     const rec = pods.get(pod.uid)!;
     await waitFor(`${namespace}/${pod.name} to be gone`, () => rec.goneAt, { timeoutMs: (GRACE_SECONDS + 30) * 1000, intervalMs: 10 });
     await copy?.stop();
-    const startedAt = rec.startedAt.get(first);
+    const firstId = stateOf(rec.last, first)?.containerID?.replace(/^[a-z]+:\/\//, '');
+    if (firstId !== undefined) expect(firstId, `${namespace}/${pod.name}: the container whose start was timed is its ${first}`).toBe(start.id);
     const entries = criMessages(copy?.text() ?? '')
       .filter((m) => m.startsWith('{'))
       .map((m) => {
@@ -255,8 +260,8 @@ describeRealNode('pods deleted while they start', () => {
       offsetMs,
       job,
       namespace,
-      sentAfterFileMs: sentAt - seenAt,
-      sentAfterStartMs: startedAt === undefined ? undefined : sentAt - startedAt,
+      sentAfterStartMs: sentAt - start.startedAt,
+      sentAfterSeenMs: sentAt - start.seenAt,
       goneMs: rec.goneAt! - sentAt,
       sidecarExit: stateOf(rec.last, NAMES.container)?.state?.terminated?.exitCode,
       sidecarSignal: arm === 'control' ? undefined : signal === undefined ? 'none logged' : `${String(signal.sinceStartMs)}/${String(signal.handlerSinceStartMs)} ms`,
@@ -292,13 +297,11 @@ describeRealNode('pods deleted while they start', () => {
       console.log(`round ${i + 1}/${PER_OFFSET}: ${trials.slice(-2 * OFFSETS_MS.length).map((t) => `${t.arm[0]}${t.offsetMs}=${Math.round(t.goneMs)}`).join(' ')}`);
     }
 
-    console.log('job: deletion sent after the log file / after containerd StartedAt (ms), deletion → gone (ms), sidecar exit, sidecar SIGTERM at / handler at, main exit');
+    console.log('job: deletion sent after containerd StartedAt / after the test saw it (ms), deletion → gone (ms), sidecar exit, sidecar SIGTERM at / handler at (ms since its process started), main exit');
     for (const t of trials) {
-      console.log(
-        `  ${t.job}: ${Math.round(t.sentAfterFileMs)} / ${t.sentAfterStartMs === undefined ? '?' : Math.round(t.sentAfterStartMs)}, ${Math.round(t.goneMs)}, ${t.sidecarExit ?? '-'}, ${t.sidecarSignal ?? '-'}, ${t.mainExit}`,
-      );
+      console.log(`  ${t.job}: ${Math.round(t.sentAfterStartMs)} / ${Math.round(t.sentAfterSeenMs)}, ${Math.round(t.goneMs)}, ${t.sidecarExit ?? '-'}, ${t.sidecarSignal ?? '-'}, ${t.mainExit}`);
     }
-    console.log('offset (ms) | n | control gone median / max (ms) | injected gone median / max (ms) | ratio of medians | sidecar exits | sent after StartedAt, injected (ms)');
+    console.log('offset (ms) | n | control gone median / max (ms) | injected gone median / max (ms) | ratio of medians | sidecar exits | deletion sent after StartedAt, injected min…max (ms)');
     for (const offset of OFFSETS_MS) {
       const arm = (a: Arm) => trials.filter((t) => t.offsetMs === offset && t.arm === a);
       const c = arm('control').map((t) => t.goneMs);
@@ -306,10 +309,10 @@ describeRealNode('pods deleted while they start', () => {
       const g = j.map((t) => t.goneMs);
       const exits = new Map<string, number>();
       for (const t of j) exits.set(String(t.sidecarExit), (exits.get(String(t.sidecarExit)) ?? 0) + 1);
-      const starts = j.map((t) => t.sentAfterStartMs).filter((x): x is number => x !== undefined);
+      const starts = j.map((t) => t.sentAfterStartMs);
       console.log(
         `${String(offset).padStart(6)} | ${j.length} | ${median(c).toFixed(0)} / ${Math.max(...c).toFixed(0)} | ${median(g).toFixed(0)} / ${Math.max(...g).toFixed(0)} | ${(median(g) / median(c)).toFixed(2)} | ` +
-          `${[...exits].map(([k, n]) => `${k}×${n}`).join(' ')} | ${starts.length ? `${Math.min(...starts).toFixed(0)}…${Math.max(...starts).toFixed(0)} (${starts.length} known)` : 'none known'}`,
+          `${[...exits].map(([k, n]) => `${k}×${n}`).join(' ')} | ${Math.min(...starts).toFixed(0)}…${Math.max(...starts).toFixed(0)}`,
       );
     }
 
