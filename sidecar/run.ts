@@ -7,7 +7,7 @@ import { ENV } from '../src/contract/env.ts';
 import { exitCodeOf, forcedExitCode } from './outcome.ts';
 import { Pipeline } from './pipeline.ts';
 import { whenSignalled } from './signals.ts';
-import { markStarted, waitStarted } from './started.ts';
+import { markStarted } from './started.ts';
 
 // A Job whose podFailurePolicy could match the sidecar's exit code gets one from
 // the webhook that none of its rules matches: every non-zero exit uses it then,
@@ -22,15 +22,10 @@ function fail(message: string, code = 2): never {
   return exitWith(code);
 }
 
-/** `handlerAtMs`: when main.ts installed the signal latch, in ms since the process started (unset for `--help` and `--wait-started`). */
+/** `handlerAtMs`: when main.ts installed the signal latch, in ms since the process started (unset for `--help`). */
 export async function main(argv: readonly string[], handlerAtMs?: number): Promise<void> {
   if (argv.includes('--help') || argv.includes('-h')) {
     process.stdout.write(usage());
-    return;
-  }
-  if (argv[0] === '--wait-started') {
-    const ok = await waitStarted(process.env);
-    if (!ok) log.warn('the sidecar did not report started in time; letting the pod go on');
     return;
   }
   if (argv.length > 0) fail(`unknown argument '${argv[0]}'; all settings come from the environment, see --help`);
@@ -56,7 +51,7 @@ export async function main(argv: readonly string[], handlerAtMs?: number): Promi
     process.on('unhandledRejection', (err) => fail(`unhandled rejection: ${String(err)}`, 1));
   }
   // How close a SIGTERM came to the process's start, against when the handler
-  // was there to catch it: the margin the missing postStart handshake relies on.
+  // was there to catch it: the preStop hook (started.ts) keeps the first after the second.
   whenSignalled((signal, atMs) => {
     signalled = true;
     log.info('signal received, draining', { signal, sinceStartMs: Math.round(atMs), handlerSinceStartMs: handlerAtMs === undefined ? undefined : Math.round(handlerAtMs) });

@@ -1,12 +1,16 @@
 // The SIGTERM latch, installed by the entry point before the rest of the
-// sidecar is even loaded. Without a postStart handshake the kubelet may start
-// the Job's containers while the sidecar is still booting, and a Job done
-// within milliseconds gets the sidecar a SIGTERM soon after. As PID 1 of its
-// container the sidecar is not killed by a signal it has no handler for, but
-// the kernel discards it, and the sidecar would then run until the grace
-// period's SIGKILL instead of draining. So this module imports nothing: the
-// handler is in place as soon as Node has booted, and whoever starts the
-// pipeline later reads what arrived in the meantime.
+// sidecar is even loaded. The kubelet starts the Job's containers as soon as
+// the sidecar's container has started, and it may stop the pod at any moment
+// after: a Job done within milliseconds, an active deadline, a deleted or
+// suspended Job, an eviction. As PID 1 of its container the sidecar is not
+// killed by a signal it has no handler for, but the kernel discards it, and
+// the sidecar would then run until the grace period's SIGKILL instead of
+// draining. The kubelet runs the sidecar's preStop hook before it signals,
+// and the hook waits for the marker written once this latch is in
+// (started.ts), so no SIGTERM comes before it. This module imports nothing,
+// so that the latch, and with it the hook's return and the pod's end, come
+// as soon as Node has booted; whoever starts the pipeline later reads what
+// arrived in the meantime.
 
 let first: NodeJS.Signals | undefined;
 let at: number | undefined;

@@ -12,18 +12,18 @@ export function bareId(containerId: string | undefined): string {
 }
 
 /**
- * When containerd created and started the container, in epoch milliseconds:
+ * When containerd created, started and (once it has) saw the end of the container, in epoch milliseconds:
  * the CRI plugin's status record, `<root>/io.containerd.grpc.v1.cri/containers/<id>/status`
- * (`{"Version":"v1","CreatedAt":<unix ns>,"StartedAt":<unix ns>,…}` in containerd 2.2).
+ * (`{"Version":"v1","CreatedAt":<unix ns>,"StartedAt":<unix ns>,"FinishedAt":<unix ns>,…}` in containerd 2.2).
  */
-export function criTimesMs(containerdRoot: string, id: string): { createdAt: number; startedAt: number } {
+export function criTimesMs(containerdRoot: string, id: string): { createdAt: number; startedAt: number; finishedAt: number | undefined } {
   const path = join(containerdRoot, 'io.containerd.grpc.v1.cri', 'containers', id, 'status');
-  const record = JSON.parse(readFileSync(path, 'utf8')) as { Version?: string; CreatedAt?: number; StartedAt?: number };
-  const { CreatedAt: created, StartedAt: started } = record;
+  const record = JSON.parse(readFileSync(path, 'utf8')) as { Version?: string; CreatedAt?: number; StartedAt?: number; FinishedAt?: number };
+  const { CreatedAt: created, StartedAt: started, FinishedAt: finished } = record;
   if (record.Version !== 'v1' || typeof started !== 'number' || started <= 0 || typeof created !== 'number' || created <= 0) {
     throw new Error(`${path}: no CreatedAt/StartedAt in ${JSON.stringify(record).slice(0, 300)}`);
   }
-  return { createdAt: created / 1e6, startedAt: started / 1e6 };
+  return { createdAt: created / 1e6, startedAt: started / 1e6, finishedAt: typeof finished === 'number' && finished > 0 ? finished / 1e6 : undefined };
 }
 
 /** The container's cgroup in the v1 memory hierarchy: a directory named by its ID somewhere under the node's cgroupRoot. */

@@ -14,7 +14,10 @@
 //    image. Reported: median and p90 of each arm; the delay is the difference
 //    of the medians. Beside them, the medians of containerd's CreatedAt and
 //    StartedAt of the sidecar's and the main container, from the same pod
-//    creation: where the delay goes.
+//    creation: where the delay goes. Also the end: the median of the time
+//    from the main container's end to the sidecar's (containerd's FinishedAt
+//    of each), which is what the sidecar's stop (the kubelet's preStop hook,
+//    the SIGTERM, the drain) adds before the pod can succeed.
 // 2. Idle memory. An injected Job printing 20 lines and then sleeping 10 s:
 //    the sidecar's memory cgroup sampled every 100 ms from 2 s after the main
 //    container started (its 20 lines shipped) until it ends. The figure is the
@@ -34,7 +37,7 @@
 //    high-water mark, page cache included) and the injected memory limit are
 //    printed beside it, and how many lines, and distinct lines, reached
 //    VictoriaLogs.
-// The last line is `start_delay_ms=… idle_rss_MiB=… flood_peak_rss_MiB=…`,
+// The last line is `start_delay_ms=… sidecar_end_ms=… idle_rss_MiB=… flood_peak_rss_MiB=…`,
 // the two memory figures being working sets (the names are kept for
 // comparison with earlier runs).
 // Everything the run started is stopped at the end, on failure too.
@@ -184,7 +187,7 @@ async function main(): Promise<void> {
     // Where an injected Job's time goes, each from the pod's creation: the
     // sidecar's container created and started (containerd), the main
     // container's created and started.
-    const steps: Record<'sidecarCreated' | 'sidecarStarted' | 'mainCreated' | 'baselineMainCreated', number[]> = { sidecarCreated: [], sidecarStarted: [], mainCreated: [], baselineMainCreated: [] };
+    const steps: Record<'sidecarCreated' | 'sidecarStarted' | 'mainCreated' | 'baselineMainCreated' | 'sidecarEnd', number[]> = { sidecarCreated: [], sidecarStarted: [], mainCreated: [], baselineMainCreated: [], sidecarEnd: [] };
     let seq = 0;
     const oneJob = async (arm: 'baseline' | 'injected', record: boolean): Promise<number> => {
       const namespace = arm === 'injected' ? injected : baseline;
@@ -205,6 +208,12 @@ async function main(): Promise<void> {
       if (record && arm === 'baseline') steps.baselineMainCreated.push(main.createdAt - created);
       const outcome = await waitJobDone(env, namespace, name);
       if (outcome !== 'Complete') throw new Error(`${namespace}/${name} ended ${outcome}`);
+      if (record && arm === 'injected') {
+        const mainEnd = criTimesMs(containerdRoot, containerId(after, 'main')).finishedAt;
+        const sidecarEnd = criTimesMs(containerdRoot, containerId(after, NAMES.container)).finishedAt;
+        if (mainEnd === undefined || sidecarEnd === undefined) throw new Error(`${namespace}/${name}: no FinishedAt in containerd's records`);
+        steps.sidecarEnd.push(sidecarEnd - mainEnd);
+      }
       return main.startedAt - created;
     };
     log('warm-up: one Job per arm, not counted');
@@ -223,6 +232,7 @@ async function main(): Promise<void> {
     const m = (xs: number[]) => fmt(quantile(xs, 0.5), 0);
     log(`  medians from pod creation (ms): baseline main created ${m(steps.baselineMainCreated)}, started ${fmt(med.baseline, 0)}; injected sidecar created ${m(steps.sidecarCreated)}, started ${m(steps.sidecarStarted)}, main created ${m(steps.mainCreated)}, started ${fmt(med.injected, 0)}`);
     log(`  start delay (difference of medians) ${fmt(startDelay, 0)} ms`);
+    log(`  injected: main container's end → sidecar's end (containerd FinishedAt), median ${m(steps.sidecarEnd)} ms, p90 ${fmt(quantile(steps.sidecarEnd, 0.9), 0)} ms`);
 
     // --- 2. idle RSS ------------------------------------------------------
     const sidecarRun = async (name: string, script: string) => {
@@ -267,7 +277,7 @@ async function main(): Promise<void> {
     log(`  lines in VictoriaLogs: ${received.total}, ${received.distinct} distinct, of ${floodLines} written`);
 
     failed = false;
-    console.log(`start_delay_ms=${fmt(startDelay, 0)} idle_rss_MiB=${fmt(idleWs)} flood_peak_rss_MiB=${fmt(peakWs)}`);
+    console.log(`start_delay_ms=${fmt(startDelay, 0)} sidecar_end_ms=${m(steps.sidecarEnd)} idle_rss_MiB=${fmt(idleWs)} flood_peak_rss_MiB=${fmt(peakWs)}`);
   } finally {
     for (const c of cleanups.reverse()) {
       try {

@@ -89,9 +89,9 @@ const configSchema = z
         // let in-flight records die young (a fifth less CPU than 1 MiB); compiling
         // on the main thread keeps compiler memory out of extra malloc arenas.
         args: z.array(z.string()).default(['--max-semi-space-size=4', '--max-old-space-size=48', '--no-concurrent-recompilation', '/app/sidecar.mjs']),
-        // postStart hook, given only to a pod that shares a PID namespace (see
-        // needsStartedHook in inject.ts): the kubelet starts the Job's
-        // containers only after it returns.
+        // preStop hook, given to every pod (see stopHook in inject.ts): the
+        // kubelet sends the sidecar SIGTERM only after it returns, and it
+        // returns once the sidecar's SIGTERM handler is in place.
         startedCommand: z.array(z.string()).default(['/nodejs/bin/node', '/app/sidecar.mjs', '--wait-started']),
         runAsUser: z.number().int().min(1).default(65532),
         // Sized by `npm run bench:node` (docs/operations.md#sizing): the

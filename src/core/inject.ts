@@ -86,8 +86,8 @@ export function inject({ job: input, settings, mode, ttlSecondsAfterFinished, tt
     requests: { ...sized.resources.requests, ...(storage.requests ? { 'ephemeral-storage': storage.requests } : {}) },
     limits: { ...sized.resources.limits, ...(storage.limits ? { 'ephemeral-storage': storage.limits } : {}) },
   });
-  const shared = sharedSidecar(config, { settings, mode, tokenMount, exitCode: exitCode.code, startedHook: needsStartedHook(pod), resources }, () =>
-    buildSidecar(config, settings, mode, exitCode.code, needsStartedHook(pod), mounts, resources),
+  const shared = sharedSidecar(config, { settings, mode, tokenMount, exitCode: exitCode.code, resources }, () =>
+    buildSidecar(config, settings, mode, exitCode.code, mounts, resources),
   );
   const carried = carriedMetadata(input, config.sidecar.carry);
   warnings.push(...carried.warnings);
@@ -181,7 +181,6 @@ interface SidecarKey {
   mode: SourceMode;
   tokenMount: boolean;
   exitCode: number | null;
-  startedHook: boolean;
   resources: Obj;
 }
 
@@ -194,7 +193,7 @@ const sidecarCache = new WeakMap<Config, Map<string, Container>>();
 function sharedSidecar(config: Config, key: SidecarKey, build: () => Container): Container {
   let byKey = sidecarCache.get(config);
   if (!byKey) sidecarCache.set(config, (byKey = new Map()));
-  const k = JSON.stringify([key.mode, key.tokenMount, key.exitCode, key.startedHook, key.resources, key.settings]);
+  const k = JSON.stringify([key.mode, key.tokenMount, key.exitCode, key.resources, key.settings]);
   let c = byKey.get(k);
   if (!c) {
     if (byKey.size >= SIDECAR_CACHE_MAX) byKey.clear();
@@ -204,7 +203,7 @@ function sharedSidecar(config: Config, key: SidecarKey, build: () => Container):
   return c;
 }
 
-function buildSidecar(config: Config, settings: Settings, mode: SourceMode, exitCode: number | null, startedHook: boolean, mounts: Obj[], resources: Obj): Container {
+function buildSidecar(config: Config, settings: Settings, mode: SourceMode, exitCode: number | null, mounts: Obj[], resources: Obj): Container {
   const env = sidecarEnv(settings, mode, config);
   if (exitCode !== null) env.push({ name: ENV.FAILURE_EXIT_CODE.name, value: String(exitCode) });
 
@@ -214,7 +213,7 @@ function buildSidecar(config: Config, settings: Settings, mode: SourceMode, exit
     imagePullPolicy: config.sidecar.imagePullPolicy,
     args: [...config.sidecar.args],
     restartPolicy: 'Always',
-    ...(startedHook && config.sidecar.startedCommand.length > 0 ? { lifecycle: { postStart: { exec: { command: [...config.sidecar.startedCommand] } } } } : {}),
+    ...(config.sidecar.startedCommand.length > 0 ? { lifecycle: stopHook(config.sidecar.startedCommand) } : {}),
     env,
     resources: copyResources(resources as Resources),
     securityContext: {
@@ -236,21 +235,26 @@ function buildSidecar(config: Config, settings: Settings, mode: SourceMode, exit
 }
 
 /**
- * Whether the sidecar needs the postStart handshake: the kubelet starts the
- * next container only once the hook returns, and the sidecar lets it return
- * once its SIGTERM handler is in place. The hook costs a Job ~0.1-0.2 s of
- * start delay (an exec in the container, docs/operations.md), so it is given
- * only where it protects something. The sidecar is PID 1 of its container
- * unless the pod shares a PID namespace; the kernel does not deliver a signal
- * to a namespace's init that has no handler for it, so a SIGTERM that came
- * before the handler would not kill the sidecar, and the handler goes in first
- * thing, well before the kubelet can have started, reaped and signalled for a
- * main container (sidecar/signals.ts). In a shared or the host's PID
- * namespace an early SIGTERM kills the sidecar before it drained: there the
- * hook stays.
+ * The sidecar's preStop hook, given to every pod: the kubelet runs it before
+ * it sends the sidecar SIGTERM, and it returns once the sidecar's SIGTERM
+ * handler is in place (sidecar/started.ts), so that no SIGTERM reaches the
+ * sidecar before it can be caught. The sidecar is PID 1 of its container
+ * unless the pod shares a PID namespace, and the kernel discards a signal to
+ * a namespace's init that has no handler for it: a pod deleted within ~0.2 s
+ * of its start (an active deadline, a Job deleted or suspended, an eviction,
+ * a JobSet restarting its children) had its sidecar's SIGTERM sent while Node
+ * was still booting, and the sidecar ran on, undrained, until the grace
+ * period's SIGKILL. In a shared or the host's PID namespace the same SIGTERM
+ * killed the sidecar before it drained. The hook covers both, and a Job done
+ * within milliseconds too. A postStart handshake would not: when the pod
+ * starts terminating the kubelet cancels the pod's sync, a running postStart
+ * hook with it, and signals at once; and it would hold back every Job's start
+ * by the sidecar's boot (~0.2 s, docs/operations.md). The preStop hook costs each pod's end an exec of a
+ * second, small Node process in the sidecar's container, which returns at
+ * once when the sidecar is up.
  */
-export function needsStartedHook(pod: PodSpec): boolean {
-  return pod.shareProcessNamespace === true || pod.hostPID === true;
+export function stopHook(command: readonly string[]): Obj {
+  return { preStop: { exec: { command: [...command] } } };
 }
 
 function copyResources(r: Resources): Obj {

@@ -169,12 +169,12 @@ describe('the injected sidecar', () => {
     expect(c.env).toContainEqual({ name: 'JOBHARVEST_ENDPOINT', value: 'http://loki:3100' });
   });
 
-  it('differs where the pod decides: the started hook, the token mount, the exit code', () => {
+  it('differs where the pod decides: the token mount, the exit code; not a shared PID namespace, which has the same stop hook', () => {
     const base = sidecarOf(injected(job()));
     const j = job();
     const shared = { ...j, spec: { ...j.spec, template: { ...j.spec!.template, spec: { ...j.spec!.template!.spec, shareProcessNamespace: true } } } } as Job;
-    expect(sidecarOf(injected(shared)).lifecycle).toBeDefined();
-    expect(base.lifecycle).toBeUndefined();
+    expect(sidecarOf(injected(shared))).toBe(base);
+    expect(base.lifecycle).toEqual({ preStop: { exec: { command: ['/nodejs/bin/node', '/app/sidecar.mjs', '--wait-started'] } } });
     const rules = { ...j, spec: { ...j.spec, podFailurePolicy: { rules: [{ action: 'FailJob', onExitCodes: { operator: 'In', values: [3] } }] } } } as Job;
     expect(sidecarOf(injected(rules)).env).toContainEqual({ name: 'JOBHARVEST_FAILURE_EXIT_CODE', value: '1' });
     expect(JSON.stringify(base.env)).not.toContain('JOBHARVEST_FAILURE_EXIT_CODE');
