@@ -34,6 +34,8 @@ export type { InjectionStatus } from '../contract/harvest.ts';
 // process exit and the final checkpoint write.
 const GRACE_MARGIN_SECONDS = 5;
 const KUBERNETES_DEFAULT_GRACE_SECONDS = 30;
+/** Within a grace period the Job chose below the drain budget: time for the final checkpoint and process exit. */
+const KEPT_GRACE_MARGIN_SECONDS = 2;
 const TOKEN_EXPIRATION_SECONDS = 3607;
 /** Lowest ttlSecondsAfterFinished an injected Job keeps (docs/harvester.md). */
 export const TTL_FLOOR_SECONDS = 3;
@@ -76,6 +78,27 @@ export function inject({ job: input, settings, mode, ttlSecondsAfterFinished, tt
     mounts.push({ name: NAMES.tlsVolume, mountPath: NAMES.tlsMountPath, readOnly: true });
   }
 
+  let grace: number | null = null;
+  const needed = settings.drainSeconds + GRACE_MARGIN_SECONDS;
+  const current = pod.terminationGracePeriodSeconds ?? KUBERNETES_DEFAULT_GRACE_SECONDS;
+  // The API server defaults an unset grace period to 30 before admission, so
+  // any other value was chosen: it is kept unless the operator set
+  // raiseGracePeriod. The sidecar cannot read its pod's grace period, so it is
+  // told to drain for less than that: a sidecar still draining at the end of
+  // the grace period is SIGKILLed and exits 137, which a podFailurePolicy rule
+  // such as In [137, 143] would take for the pod's own failure.
+  const chosen = current !== KUBERNETES_DEFAULT_GRACE_SECONDS;
+  let drain = settings;
+  if (current < needed && chosen && !config.raiseGracePeriod) {
+    const drainSeconds = Math.max(1, current - KEPT_GRACE_MARGIN_SECONDS);
+    drain = { ...settings, drainSeconds };
+    warnings.push(
+      `terminationGracePeriodSeconds ${current} is kept, below the drain budget (${settings.drainSeconds} s + ${GRACE_MARGIN_SECONDS}): the sidecar drains for ${drainSeconds} s only, and what it leaves unsent is left to the harvester (raiseGracePeriod: true raises it)`,
+    );
+  } else if (current < needed) {
+    grace = needed;
+  }
+
   const exitCode = chooseFailureExitCode(input, NAMES.container);
   warnings.push(...exitCode.warnings);
   const tokenMount = mode === 'api' && pod.automountServiceAccountToken === false;
@@ -86,8 +109,8 @@ export function inject({ job: input, settings, mode, ttlSecondsAfterFinished, tt
     requests: { ...sized.resources.requests, ...(storage.requests ? { 'ephemeral-storage': storage.requests } : {}) },
     limits: { ...sized.resources.limits, ...(storage.limits ? { 'ephemeral-storage': storage.limits } : {}) },
   });
-  const shared = sharedSidecar(config, { settings, mode, tokenMount, exitCode: exitCode.code, resources }, () =>
-    buildSidecar(config, settings, mode, exitCode.code, mounts, resources),
+  const shared = sharedSidecar(config, { settings: drain, mode, tokenMount, exitCode: exitCode.code, resources }, () =>
+    buildSidecar(config, drain, mode, exitCode.code, mounts, resources),
   );
   const carried = carriedMetadata(input, config.sidecar.carry);
   warnings.push(...carried.warnings);
@@ -116,21 +139,7 @@ export function inject({ job: input, settings, mode, ttlSecondsAfterFinished, tt
     job.spec.ttlSecondsAfterFinished = ttl;
   }
 
-  let grace: number | null = null;
-  const needed = settings.drainSeconds + GRACE_MARGIN_SECONDS;
-  const current = pod.terminationGracePeriodSeconds ?? KUBERNETES_DEFAULT_GRACE_SECONDS;
-  // The API server defaults an unset grace period to 30 before admission, so
-  // any other value was chosen: it is kept, and the sidecar drains for what is
-  // left of it, unless the operator set raiseGracePeriod.
-  const chosen = current !== KUBERNETES_DEFAULT_GRACE_SECONDS;
-  if (current < needed && chosen && !config.raiseGracePeriod) {
-    warnings.push(
-      `terminationGracePeriodSeconds ${current} is kept, below the drain budget (${settings.drainSeconds} s + ${GRACE_MARGIN_SECONDS}): a deleted or evicted pod's sidecar drains only that long, and what it leaves unsent is lost (raiseGracePeriod: true raises it)`,
-    );
-  } else if (current < needed) {
-    grace = needed;
-    pod.terminationGracePeriodSeconds = needed;
-  }
+  if (grace !== null) pod.terminationGracePeriodSeconds = grace;
 
   let defaultContainer: string | null = null;
   const tAnn = (template.metadata.annotations = { ...(template.metadata.annotations ?? {}) });

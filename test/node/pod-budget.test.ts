@@ -129,8 +129,9 @@ describeRealNode('what the node and the Job controller read from an injected pod
   }
 
   scenario('a pod with an ephemeral-storage limit, at the default sink, is not evicted because of the sidecar', async () => {
-    // 30 MiB of log lines, then long enough for the kubelet's eviction manager (every 10 s) to look.
-    const script = `yes "$(printf '%0100d' 0)" | head -c 31457280; sleep 25`;
+    // 12 MiB of log lines (~17 MiB of log file with the CRI prefixes, well inside the limit), then long
+    // enough for the kubelet's eviction manager (every 10 s) to look. The sidecar's copy of them as records is larger still.
+    const script = `yes "$(printf '%0100d' 0)" | head -c 12582912; sleep 25`;
     const spec = (name: string): V1Job => ({
       metadata: { name },
       spec: {
@@ -142,9 +143,9 @@ describeRealNode('what the node and the Job controller read from an injected pod
     // The stdout sink: the state volume's 64Mi and 64Mi for the copy of every line in its own log.
     expect(stored.spec!.template.spec!.initContainers![0]!.resources?.limits?.['ephemeral-storage']).toBe('128Mi');
     await product.env.batch.createNamespacedJob({ namespace: ns.control, body: spec('storage') });
-    for (const namespace of [ns.defaults, ns.control]) {
+    for (const namespace of [ns.control, ns.defaults]) {
       const { reason, pod } = await ended(namespace, 'storage');
-      rows.push(`storage: ${namespace === ns.control ? 'control' : 'injected, stdout sink'}, ${reason}, main ${exitOf(pod, 'main')}, sidecar ${exitOf(pod, NAMES.container) ?? '-'}, pod ${pod?.status?.reason ?? pod?.status?.phase}`);
+      rows.push(`storage: ${namespace === ns.control ? 'control' : 'injected, stdout sink'}, ${reason}, main ${exitOf(pod, 'main')}, sidecar ${exitOf(pod, NAMES.container) ?? '-'}, pod ${pod?.status?.reason ?? pod?.status?.phase} ${pod?.status?.message ?? ''}`);
       expect(pod?.status?.reason, namespace).not.toBe('Evicted');
       expect(reason, namespace).toBe('Complete/CompletionsReached');
     }
