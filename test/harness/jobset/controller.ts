@@ -21,6 +21,7 @@ import {
   ApiextensionsV1Api,
   CustomObjectsApi,
   KubeConfig,
+  loadYaml,
   type KubernetesObject,
   type V1CustomResourceDefinition,
   type V1MutatingWebhookConfiguration,
@@ -83,7 +84,7 @@ export function releasedWebhooks(src: string, base: string, caPem: string, prefi
     out[doc.kind === 'MutatingWebhookConfiguration' ? 'mutating' : 'validating'] = patched;
   }
   if (!out.mutating || !out.validating) throw new Error('the release has no mutating or no validating webhook configuration');
-  return { mutating: out.mutating as V1MutatingWebhookConfiguration, validating: out.validating as V1ValidatingWebhookConfiguration };
+  return { mutating: loadYaml<V1MutatingWebhookConfiguration>(stringify(out.mutating)), validating: loadYaml<V1ValidatingWebhookConfiguration>(stringify(out.validating)) };
 }
 
 export interface JobSetControllerOptions {
@@ -110,7 +111,8 @@ export class JobSetController {
     const release = jobSetRelease();
     const src = jobSetSourceDir();
     const kc = kubeConfig(o.info);
-    await installCrd(kc.makeApiClient(ApiextensionsV1Api), parse(readFileSync(join(src, 'config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml'), 'utf8')) as V1CustomResourceDefinition);
+    // loadYaml maps the manifest's field names (x-kubernetes-list-type, …) to the client's; a plain parse would lose them.
+    await installCrd(kc.makeApiClient(ApiextensionsV1Api), loadYaml<V1CustomResourceDefinition>(readFileSync(join(src, 'config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml'), 'utf8')));
 
     const dir = mkdtempSync(join(o.info.logsDir, `jobset-${o.name}-`));
     const certDir = join(dir, 'certs');
@@ -178,7 +180,8 @@ export class JobSetController {
           await dryRun(probe('x'.repeat(60)));
           return undefined;
         } catch (err) {
-          return String((err as { body?: unknown }).body ?? err).includes('"vjobset.kb.io" denied') ? true : undefined;
+          const text = String((err as { body?: unknown }).body ?? err);
+          return text.includes('vjobset.kb.io') && text.includes('denied the request') ? true : undefined;
         }
       },
       { timeoutMs: 30_000, intervalMs: 250, abortIf: () => (this.process.exit ? `the manager exited:\n${this.process.logTail()}` : undefined) },
