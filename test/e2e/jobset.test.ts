@@ -263,6 +263,8 @@ describe('JobSet (the pinned release, as a real controller)', () => {
       const goneAt = await waitFor('the JobSet deleted by its TTL', async () => ((await readJobSet(ns, 'train')) === undefined ? Date.now() : undefined), { timeoutMs: (JOBSET_TTL + 60) * 1000, intervalMs: 250 });
       await waitFor('every child Job gone', async () => ((await stack.batch.listNamespacedJob({ namespace: ns })).items.length === 0 ? true : undefined), { timeoutMs: 60_000 });
       await waitFor('every pod gone', async () => ((await stack.core.listNamespacedPod({ namespace: ns })).items.length === 0 ? true : undefined), { timeoutMs: 60_000 });
+      // The headless Service JobSet makes for the pods' hostnames goes with it too.
+      await waitFor('the JobSet\'s Service gone', async () => ((await stack.core.listNamespacedService({ namespace: ns })).items.length === 0 ? true : undefined), { timeoutMs: 30_000 });
       expect(goneAt - done.transition, 'the JobSet stayed for its TTL').toBeGreaterThanOrEqual((JOBSET_TTL - 1) * 1000);
       notes.push(`J1: JobSet deleted ${((goneAt - done.transition) / 1000).toFixed(1)} s after Completed (ttlSecondsAfterFinished ${JOBSET_TTL}); the whole JobSet took ${((goneAt - t0) / 1000).toFixed(1)} s`);
 
@@ -296,6 +298,10 @@ describe('JobSet (the pinned release, as a real controller)', () => {
         expect(stack.sidecarSummary(ran[0]!.uid)?.lines_unsent).toBe(0);
       }
       expect(qosBefore).toEqual({ initializer: 'Burstable', node: 'Guaranteed' });
+      // jobharvest's admission warning goes to whoever created the Job: the JobSet manager, which logs it.
+      const warned = jobset.log().split('\n').filter((l) => l.includes('jobharvest: the Job is controlled by jobset.x-k8s.io/JobSet "train"'));
+      expect(warned.length, 'the admission warning reached the JobSet manager').toBeGreaterThanOrEqual(1);
+      notes.push(`J1: the JobSet manager logged jobharvest's admission warning ${warned.length} times: ${warned[0]!.slice(warned[0]!.indexOf('jobharvest:')).split('\t')[0]!.slice(0, 200)}…`);
     } finally {
       jobs.stop();
       pods.stop();

@@ -48,13 +48,20 @@ export function jobSetRelease(): string {
   return pinnedVersion(JOBSET, 'sigs.k8s.io/jobset');
 }
 
-/** The folder of the pinned release in the Go module cache (downloaded by the build). */
+/**
+ * The folder of the pinned release in the Go module cache: downloaded (and
+ * checked against go.sum) if a cleaned cache no longer has it, though the
+ * binary is still cached.
+ */
 export function jobSetSourceDir(): string {
-  return execFileSync('go', ['list', '-m', '-f', '{{.Dir}}', 'sigs.k8s.io/jobset'], {
+  const out = execFileSync('go', ['mod', 'download', '-json', 'sigs.k8s.io/jobset'], {
     cwd: moduleDir(JOBSET),
     encoding: 'utf8',
     env: { ...process.env, GOFLAGS: '-mod=readonly' },
-  }).trim();
+  });
+  const info = JSON.parse(out) as { Dir?: string; Error?: string };
+  if (!info.Dir) throw new Error(`sigs.k8s.io/jobset ${jobSetRelease()} is not in the module cache: ${info.Error ?? out}`);
+  return info.Dir;
 }
 
 type Webhook = NonNullable<V1MutatingWebhookConfiguration['webhooks']>[number];
@@ -186,6 +193,11 @@ export class JobSetController {
       },
       { timeoutMs: 30_000, intervalMs: 250, abortIf: () => (this.process.exit ? `the manager exited:\n${this.process.logTail()}` : undefined) },
     );
+  }
+
+  /** What the manager logged so far. */
+  log(): string {
+    return readFileSync(this.process.logPath, 'utf8');
   }
 
   /** Webhook configurations first (they fail closed), then the manager, then the CRD (and with it every JobSet left). */
