@@ -15,8 +15,10 @@ export interface GoProgram {
 
 export const VICTORIA_LOGS: GoProgram = { name: 'victoria-logs', pkg: 'github.com/VictoriaMetrics/VictoriaLogs/app/victoria-logs' };
 export const OTELCOL: GoProgram = { name: 'otelcol', pkg: '.' };
+/** The JobSet controller manager: the root package of sigs.k8s.io/jobset, built through the wrapper module `jobset/`. */
+export const JOBSET: GoProgram = { name: 'jobset', pkg: 'sigs.k8s.io/jobset' };
 
-function moduleDir(p: GoProgram): string {
+export function moduleDir(p: GoProgram): string {
   return join(here, p.name === 'victoria-logs' ? 'victorialogs' : p.name);
 }
 
