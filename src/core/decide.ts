@@ -164,6 +164,11 @@ export function decide(job: unknown, ctx: DecideContext): Decision {
   }
   let ttlLeftTo: string | undefined;
   const ownership = ttlOwnership(job, ctx.config.ownedJobs.ttlOwners);
+  const ownTtl = job.spec?.ttlSecondsAfterFinished;
+  if (ownership.ttl === 'owner' && ownership.known && ownTtl !== undefined && ownTtl !== null) {
+    // Kept, as every Job's own TTL is; but it is the very hazard the rule avoids.
+    warnings.push(`the Job sets ttlSecondsAfterFinished ${String(ownTtl)} and is controlled by ${ownership.owner}: ${ownership.why}; jobharvest keeps it, but consider leaving the TTL to the owner`);
+  }
   if (ttl !== null && ownership.ttl === 'owner') {
     ttl = null;
     ttlLeftTo = ownership.owner;

@@ -53,7 +53,8 @@ function listed(list: readonly OwnerKind[], c: OwnerKind): boolean {
   return list.some((k) => k.group === c.group && k.kind === c.kind);
 }
 
-export type TtlOwnership = { ttl: 'ours' } | { ttl: 'owner'; owner: string; why: string };
+/** `known`: the owner is one whose hazard is known (KNOWN_TTL_HAZARDS), not just any controller. */
+export type TtlOwnership = { ttl: 'ours' } | { ttl: 'owner'; owner: string; why: string; known: boolean };
 
 /**
  * Whether jobharvest may give the Job a TTL: only when no controller owns it,
@@ -63,8 +64,9 @@ export function ttlOwnership(job: Job, safeOwners: readonly OwnerKind[]): TtlOwn
   const c = controllerOf(job);
   if (!c || listed(SAFE_TTL_OWNERS, c) || listed(safeOwners, c)) return { ttl: 'ours' };
   const owner = ownerKindName(c);
-  const why = KNOWN_TTL_HAZARDS[owner] ?? 'a controller may read or re-create the Jobs it owns after they finish';
-  return { ttl: 'owner', owner: `${owner} ${JSON.stringify(c.name)}`, why };
+  const known = KNOWN_TTL_HAZARDS[owner];
+  const why = known ?? 'a controller may read or re-create the Jobs it owns after they finish';
+  return { ttl: 'owner', owner: `${owner} ${JSON.stringify(c.name)}`, why, known: known !== undefined };
 }
 
 /** Whether the operator opted in every Job whose controller is of this kind. */

@@ -59,6 +59,8 @@ describe('the TTL follows ownership', () => {
     const out = mutateJob(j, { config: durableConfig(), namespace: optedIn('team-a') });
     expect(out.job.spec?.ttlSecondsAfterFinished).toBe(120);
     expect(out.warnings.join('\n')).not.toContain('leaves ttlSecondsAfterFinished');
+    // A JobSet re-creates a child its own TTL deleted: kept, but said.
+    expect(out.warnings.join('\n')).toContain('the Job sets ttlSecondsAfterFinished 120 and is controlled by jobset.x-k8s.io/JobSet');
   });
 });
 
