@@ -411,7 +411,11 @@ describe('Kueue', () => {
     const evictions = lastWl.status?.schedulingStats?.evictions;
     const runs = stack.jobWorkers(ns, 'low');
     expect(runs, 'two runs of low, no more').toHaveLength(2);
-    figures.push(`K3 low: one Workload (${wl1.metadata.uid}), ${lowWls.filter((e) => e.type === 'ADDED').length} ADDED, quota reserved ${admissions.size} times, evictions ${JSON.stringify(evictions)}, pods ${runs.length}`);
+    const st = ll.final?.status;
+    figures.push(
+      `K3 low: one Workload (${wl1.metadata.uid}), ${lowWls.filter((e) => e.type === 'ADDED').length} ADDED, quota reserved ${admissions.size} times, evictions ${JSON.stringify(evictions)}, pods ${runs.length}; ` +
+        `the Job's status at the end: succeeded ${st?.succeeded ?? 0}, failed ${st?.failed ?? 0} (the preempted pod counts against backoffLimit ${low.spec?.backoffLimit})`,
+    );
     const gotLow = await stack.vl.countWithDistinct(lowFilter, '_msg');
     const gotHigh = await stack.vl.countWithDistinct(`${stack.filter(ns)} "high run"`, '_msg');
     for (const r of [1, 2]) expect(await stack.vl.count(`${stack.filter(ns)} "low run ${r} line"`), `low run ${r}`).toBe(LOW);
