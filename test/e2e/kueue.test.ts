@@ -140,7 +140,7 @@ function linesPerRun(tag: string, n: number, after = ''): string {
 function reviewsOf(name: string): string[] {
   return readFileSync(stack.webhook.logPath, 'utf8')
     .split('\n')
-    .filter(Boolean)
+    .filter((l) => l.startsWith('{'))
     .map((l) => JSON.parse(l) as { namespace?: string; name?: string; decision?: string; reason?: string })
     .filter((l) => l.namespace === ns && l.name === name && l.decision)
     .map((l) => (l.decision === 'inject' ? 'inject' : `skip (${l.reason})`));
