@@ -211,7 +211,9 @@ export class TestKubelet {
     const scheduler = p.spec?.schedulerName ?? 'default-scheduler';
     const name = p.metadata?.namespace ?? '';
     const wanted = ns === 'all' || (typeof ns === 'function' ? ns(name) : ns.includes(name));
-    return scheduler === 'default-scheduler' && wanted;
+    // A scheduler leaves a pod with scheduling gates alone (the API server refuses to bind it); it is bound once the last gate is removed.
+    const gated = (p.spec?.schedulingGates ?? []).length > 0;
+    return scheduler === 'default-scheduler' && wanted && !gated;
   }
 
   private onPod(p: V1Pod, ctx: WorkerContext): void {

@@ -51,4 +51,13 @@ export async function registerNode(core: CoreV1Api, name: string, hostIP: string
     },
     setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch),
   );
+  // The TaintNodesByCondition admission plugin gives a new Node the
+  // not-ready NoSchedule taint; the node lifecycle controller (not run here)
+  // removes it once the Node is Ready. Schedulers that read taints (Kueue's
+  // topology-aware scheduling) would otherwise see no usable node.
+  const node = await core.readNode({ name });
+  const taints = (node.spec?.taints ?? []).filter((t) => t.key !== 'node.kubernetes.io/not-ready');
+  if (taints.length !== (node.spec?.taints ?? []).length) {
+    await core.patchNode({ name, body: [{ op: 'replace', path: '/spec/taints', value: taints }] }, setHeaderOptions('Content-Type', PatchStrategy.JsonPatch));
+  }
 }

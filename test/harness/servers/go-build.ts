@@ -7,10 +7,14 @@ import { keyedDir } from './cache.ts';
 const here = dirname(fileURLToPath(import.meta.url));
 
 export interface GoProgram {
-  /** Binary name, and the folder under test/harness/servers holding its go.mod and go.sum. */
+  /** Binary name, and the folder under test/harness/servers holding its go.mod and go.sum (unless `dir` names another). */
   name: string;
   /** Package to build, resolved through that module's pinned dependencies. */
   pkg: string;
+  /** The wrapper module's folder, when it is not test/harness/servers/<name>. */
+  dir?: string;
+  /** `-X` stamps for the linker (a program's version variables), part of the cache key. */
+  stamps?: Record<string, string>;
 }
 
 export const VICTORIA_LOGS: GoProgram = { name: 'victoria-logs', pkg: 'github.com/VictoriaMetrics/VictoriaLogs/app/victoria-logs' };
@@ -19,7 +23,11 @@ export const OTELCOL: GoProgram = { name: 'otelcol', pkg: '.' };
 export const JOBSET: GoProgram = { name: 'jobset', pkg: 'sigs.k8s.io/jobset' };
 
 export function moduleDir(p: GoProgram): string {
-  return join(here, p.name === 'victoria-logs' ? 'victorialogs' : p.name);
+  return p.dir ?? join(here, p.name === 'victoria-logs' ? 'victorialogs' : p.name);
+}
+
+function ldflags(p: GoProgram): string {
+  return ['-s', '-w', ...Object.entries(p.stamps ?? {}).map(([k, v]) => `-X ${k}=${v}`)].join(' ');
 }
 
 function goVersion(): string {
@@ -42,7 +50,8 @@ function binaryPath(p: GoProgram): string {
   const dir = moduleDir(p);
   const sources = [join(dir, 'go.mod'), join(dir, 'go.sum')];
   if (p.pkg === '.') sources.push(join(dir, 'main.go'));
-  const dirKey = keyedDir('servers', [p.name, p.pkg, ...sources.map((f) => readFileSync(f)), goVersion(), process.arch]);
+  const stamps = p.stamps ? [ldflags(p)] : [];
+  const dirKey = keyedDir('servers', [p.name, p.pkg, ...sources.map((f) => readFileSync(f)), goVersion(), process.arch, ...stamps]);
   return join(dirKey, p.name);
 }
 
@@ -60,7 +69,7 @@ export function ensureGoProgram(p: GoProgram, log: (msg: string) => void = () =>
   log(`building ${p.name} into ${dirname(bin)}`);
   const started = Date.now();
   try {
-    execFileSync('go', ['build', '-trimpath', '-ldflags=-s -w', '-o', tmp, p.pkg], {
+    execFileSync('go', ['build', '-trimpath', `-ldflags=${ldflags(p)}`, '-o', tmp, p.pkg], {
       cwd: moduleDir(p),
       // A static binary: no C toolchain needed. -mod=readonly: go.sum is the pin.
       env: { ...process.env, CGO_ENABLED: '0', GOFLAGS: '-mod=readonly' },
