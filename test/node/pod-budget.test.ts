@@ -118,7 +118,7 @@ describeRealNode('what the node and the Job controller read from an injected pod
     scenario(`${rule}: a failing main container, the sidecar draining normally`, () => compare(ns.injected, `${rule}-drain`, job(`${rule}-drain`, rules, 'echo working; exit 1')));
     scenario(`${rule}: a failing main container, the log server unreachable past the drain budget`, () => compare(ns.unreachable, `${rule}-down`, job(`${rule}-down`, rules, 'echo working; exit 1')));
     scenario(`${rule}: the pod deleted mid-run with a short grace period, the log server unreachable`, () =>
-      compare(ns.unreachable, `${rule}-deleted`, job(`${rule}-deleted`, rules, 'echo working; sleep 60', 3), async (namespace) => {
+      compare(ns.unreachable, `${rule}-deleted`, job(`${rule}-deleted`, rules, 'echo working; sleep 20', 3), async (namespace) => {
         const pod = await waitFor(`a running pod of ${namespace}/${rule}-deleted`, async () => {
           const pods = (await product.env.core.listNamespacedPod({ namespace, labelSelector: `batch.kubernetes.io/job-name=${rule}-deleted` })).items;
           return pods.find((p) => p.status?.containerStatuses?.some((s) => s.name === 'main' && s.state?.running));
