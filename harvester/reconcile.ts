@@ -12,6 +12,7 @@ import { redactUrl } from '../src/contract/redact.ts';
 import type { SigningKey } from '../src/contract/signature.ts';
 import { DELIVERY_ANNOTATION, LOGS_URL_ANNOTATION } from '../src/contract/harvest.ts';
 import { renderLogsUrl } from '../src/contract/logs-url.ts';
+import { namespaceGoing } from './api-errors.ts';
 import { matchDestination, type Destination } from './destinations.ts';
 import { deliveryRecordOf, encodeDeliveryRecord, holdDeadline, holdOf, holdPatch, releasePatch, type Hold } from './hold.ts';
 import type { Log } from './log.ts';
@@ -277,7 +278,9 @@ export class Reconciler {
     try {
       await this.o.api.createEvent(job.metadata!.namespace!, jobEvent(job, ev.type, ev.reason, ev.message, this.o.identity ?? EVENT_SOURCE));
     } catch (err) {
-      this.o.log('warn', 'could not record the delivery Event; the annotation is there', { namespace: job.metadata?.namespace, job: job.metadata?.name, error: (err as Error).message });
+      // A namespace being deleted takes no new Events (403, NamespaceTerminating), a deleted one none at all (404): expected, and the Job goes with it.
+      const level = namespaceGoing(err) ? 'debug' : 'warn';
+      this.o.log(level, 'could not record the delivery Event; the annotation is there', { namespace: job.metadata?.namespace, job: job.metadata?.name, error: (err as Error).message });
     }
   }
 }
