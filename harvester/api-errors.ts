@@ -12,7 +12,7 @@ export function statusOf(err: unknown): number | undefined {
 interface Status {
   reason?: string;
   message?: string;
-  details?: { kind?: string; causes?: Array<{ type?: string }> };
+  details?: { kind?: string; causes?: Array<{ reason?: string; type?: string }> };
 }
 
 /** The Status object of an ApiException (its body: a parsed object, or the JSON text). */
@@ -32,13 +32,13 @@ function statusBody(err: unknown): Status | undefined {
 /**
  * The namespace is being deleted or is gone: a create there is refused with
  * 403 and the cause NamespaceTerminating (the NamespaceLifecycle admission
- * plugin), or 404 for the namespace itself. Nothing to do about it, and
+ * plugin; a StatusCause's type is `reason` in JSON), or 404 for the namespace itself. Nothing to do about it, and
  * nothing to warn about.
  */
 export function namespaceGoing(err: unknown): boolean {
   const code = statusOf(err);
   const s = statusBody(err);
-  if (code === 403) return (s?.details?.causes ?? []).some((c) => c.type === 'NamespaceTerminating') || /because it is being terminated/.test(s?.message ?? '');
+  if (code === 403) return (s?.details?.causes ?? []).some((c) => (c.reason ?? c.type) === 'NamespaceTerminating') || /because it is being terminated/.test(s?.message ?? '');
   if (code === 404) return s?.details?.kind === 'namespaces';
   return false;
 }

@@ -172,7 +172,7 @@ export function listWatch<T extends { metadata?: { resourceVersion?: string } }>
     const [lo, hi] = WATCH_TIMEOUT_SECONDS;
     o.stats?.count(o.resource ?? 'jobs', 'watch');
     try {
-      req = await watch.watch(
+      const r = await watch.watch(
         o.path,
         { ...o.query, resourceVersion: rv || undefined, allowWatchBookmarks: true, timeoutSeconds: Math.floor(lo + random() * (hi - lo)) },
         (type: string, obj: T) => {
@@ -216,6 +216,9 @@ export function listWatch<T extends { metadata?: { resourceVersion?: string } }>
           failed(`${what} watch failed; retrying`, err);
         },
       );
+      // Stopped while the request was being made: it must not stay open.
+      if (done()) r.abort();
+      else req = r;
     } catch (err) {
       failed(`${what} watch failed; retrying`, err);
     }
