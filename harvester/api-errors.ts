@@ -42,3 +42,18 @@ export function namespaceGoing(err: unknown): boolean {
   if (code === 404) return s?.details?.kind === 'namespaces';
   return false;
 }
+
+/**
+ * How long the pods of a namespace may be refused (403: the log-reader
+ * RoleBinding the webhook keeps there is gone, or not there yet; 404) before
+ * that is a warning. A namespace being deleted loses the binding first and its
+ * Jobs moments later, and the harvester lets it go with them: no warning. One
+ * still refused a minute on, with a Job the harvester cares about, is one.
+ */
+export const REFUSED_GRACE_MS = 60_000;
+
+/** The pods of a namespace could not be read for want of rights there (or of the namespace). */
+export function refused(err: unknown): boolean {
+  const code = statusOf(err);
+  return code === 403 || code === 404;
+}

@@ -13,7 +13,7 @@ import { keyFromText } from '../src/contract/signature.ts';
 import { NAMES } from '../src/contract/env.ts';
 import { parseDestinations, type Destination } from './destinations.ts';
 import { deliveryRecordOf } from './hold.ts';
-import { harvestApi, kubeAccess, watchJobPods, watchJobs } from './kube.ts';
+import { harvestApi, kubeAccess, sharedConnections, watchJobPods, watchJobs } from './kube.ts';
 import { PodReports } from './pod-reports.ts';
 import { PodWatches } from './pod-watches.ts';
 import { startLeader } from './leader.ts';
@@ -124,7 +124,7 @@ function kubeConfig(file: string | undefined): KubeConfig {
   const kc = new KubeConfig();
   if (file) kc.loadFromFile(file);
   else kc.loadFromDefault();
-  return kc;
+  return sharedConnections(kc);
 }
 
 export async function runHarvester(s: HarvesterSettings): Promise<void> {

@@ -2,11 +2,11 @@
 // a watch the server ends from the last resourceVersion (bookmarks too)
 // without listing again, lists again only after a 410, backs off on failures,
 // keeps a refused namespace (403) at debug for a grace period, and stops for good.
-import { KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { HttpMethod, KubeConfig, RequestContext, type V1Pod } from '@kubernetes/client-node';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { REFUSED_GRACE_MS, watchJobPods, type JobWatch } from '../../harvester/kube.ts';
+import { REFUSED_GRACE_MS, sharedConnections, watchJobPods, type JobWatch } from '../../harvester/kube.ts';
 import type { Level } from '../../harvester/log.ts';
 import { WatchStats } from '../../harvester/metrics.ts';
 import { namespaceGoing } from '../../harvester/api-errors.ts';
@@ -187,5 +187,41 @@ describe('namespaceGoing', () => {
     expect(namespaceGoing({ code: 403, body: '{"kind":"Status","message":"events is forbidden: User \\"x\\" cannot create resource \\"events\\"","reason":"Forbidden","code":403}' })).toBe(false);
     expect(namespaceGoing({ code: 404, body: '{"kind":"Status","reason":"NotFound","details":{"name":"j","kind":"jobs"},"code":404}' })).toBe(false);
     expect(namespaceGoing(new Error('ECONNRESET'))).toBe(false);
+  });
+});
+
+describe('sharedConnections', () => {
+  const kcFor = (ca: string) => {
+    const kc = new KubeConfig();
+    kc.loadFromOptions({
+      clusters: [{ name: 'c', server: 'https://127.0.0.1:6443', caData: Buffer.from(ca).toString('base64') }],
+      users: [{ name: 'u', token: 't' }],
+      contexts: [{ name: 'c', cluster: 'c', user: 'u' }],
+      currentContext: 'c',
+    });
+    return kc;
+  };
+  const dispatcherOf = async (kc: KubeConfig) => {
+    const ctx = new RequestContext('https://127.0.0.1:6443/api', HttpMethod.GET);
+    await kc.applySecurityAuthentication(ctx);
+    return ctx.getDispatcher();
+  };
+
+  it('one connection pool for every request of a KubeConfig, where client-node makes one per request', async () => {
+    const plain = kcFor('-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n');
+    expect(await dispatcherOf(plain)).not.toBe(await dispatcherOf(plain));
+    const shared = sharedConnections(kcFor('-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n'));
+    const a = await dispatcherOf(shared);
+    expect(a).toBeDefined();
+    expect(await dispatcherOf(shared)).toBe(a);
+  });
+
+  it('another TLS setting (a rotated CA or client certificate) gets a pool of its own', async () => {
+    const kc = sharedConnections(kcFor('one'));
+    const a = await dispatcherOf(kc);
+    kc.clusters[0] = { ...kc.clusters[0]!, caData: Buffer.from('two').toString('base64') };
+    const b = await dispatcherOf(kc);
+    expect(b).not.toBe(a);
+    expect(await dispatcherOf(kc)).toBe(b);
   });
 });
