@@ -429,28 +429,28 @@ async function main(): Promise<void> {
     // must not grow the harvester: it lists and watches only the Jobs the
     // webhook labelled, and keeps their keys only.
     if (UNTOUCHED > 0) {
-    await core.createNamespace({ body: { metadata: { name: UNTOUCHED_NS } } });
-    for (;;) {
-      checkTime('waiting for the default ServiceAccount');
-      if (await core.readNamespacedServiceAccount({ name: 'default', namespace: UNTOUCHED_NS }).then(() => true, () => false)) break;
-      await sleep(200);
-    }
-    const rssBefore = statusKiB(pid, 'VmRSS') ?? 0;
-    const pad = 'x'.repeat(1024 * 1024 - 200);
-    let untouchedBytes = 0;
-    for (let i = 0; i < UNTOUCHED; i++) {
-      const body = shellJob(`untouched-${i}`, { script: `true # ${pad}` });
-      body.spec!.suspend = true;
-      untouchedBytes += JSON.stringify(body).length;
-      await batch.createNamespacedJob({ namespace: UNTOUCHED_NS, body });
-    }
-    // Long enough for a watch to have delivered them all, and for a cache to hold them.
-    await sleep(10_000);
-    const rssAfter = statusKiB(pid, 'VmRSS') ?? 0;
-    const growthMiB = (rssAfter - rssBefore) / 1024;
-    const untouchedMiB = untouchedBytes / 1024 / 1024;
-    log(`${UNTOUCHED} Jobs of ${fmt(untouchedMiB / Math.max(1, UNTOUCHED), 2)} MiB each in ${UNTOUCHED_NS} (not opted in): harvester RSS ${fmt(rssBefore / 1024)} -> ${fmt(rssAfter / 1024)} MiB`);
-    console.log(`untouched_jobs=${UNTOUCHED} untouched_MiB=${fmt(untouchedMiB)} rss_growth_MiB=${fmt(growthMiB)} ratio_growth_to_size=${fmt(growthMiB / untouchedMiB, 3)}`);
+      await core.createNamespace({ body: { metadata: { name: UNTOUCHED_NS } } });
+      for (;;) {
+        checkTime('waiting for the default ServiceAccount');
+        if (await core.readNamespacedServiceAccount({ name: 'default', namespace: UNTOUCHED_NS }).then(() => true, () => false)) break;
+        await sleep(200);
+      }
+      const rssBefore = statusKiB(pid, 'VmRSS') ?? 0;
+      const pad = 'x'.repeat(1024 * 1024 - 200);
+      let untouchedBytes = 0;
+      for (let i = 0; i < UNTOUCHED; i++) {
+        const body = shellJob(`untouched-${i}`, { script: `true # ${pad}` });
+        body.spec!.suspend = true;
+        untouchedBytes += JSON.stringify(body).length;
+        await batch.createNamespacedJob({ namespace: UNTOUCHED_NS, body });
+      }
+      // Long enough for a watch to have delivered them all, and for a cache to hold them.
+      await sleep(10_000);
+      const rssAfter = statusKiB(pid, 'VmRSS') ?? 0;
+      const growthMiB = (rssAfter - rssBefore) / 1024;
+      const untouchedMiB = untouchedBytes / 1024 / 1024;
+      log(`${UNTOUCHED} Jobs of ${fmt(untouchedMiB / Math.max(1, UNTOUCHED), 2)} MiB each in ${UNTOUCHED_NS} (not opted in): harvester RSS ${fmt(rssBefore / 1024)} -> ${fmt(rssAfter / 1024)} MiB`);
+      console.log(`untouched_jobs=${UNTOUCHED} untouched_MiB=${fmt(untouchedMiB)} rss_growth_MiB=${fmt(growthMiB)} ratio_growth_to_size=${fmt(growthMiB / untouchedMiB, 3)}`);
     }
 
     if (NAMESPACES > 0) await namespacesPhase({ info, core, batch, pid, logPath: harvester.logPath, metricsPort, annotations });
