@@ -47,10 +47,11 @@
 //     watches pods per namespace), beside the harvester's own gauge
 //     (jobharvest_harvester_pod_watches, --metrics-port; HARVESTER_METRICS=0
 //     leaves the flag out, for a harvester that has none); warnings are its log
-//     lines at warn naming one of those namespaces.
+//     lines at warn naming one of those namespaces. The admission namespace's
+//     suspended Jobs keep its watch: pod_watches_before (1) stays after.
 //
 // Prints `untouched_jobs=… untouched_MiB=… rss_growth_MiB=… ratio_growth_to_size=…`,
-// `namespaces_created=… namespaces_deleted=… pod_watches_peak=… pod_watches_after=… pod_lists_per_min_alive=… pod_lists_per_min_after=… warnings=… rss_start_MiB=… rss_peak_MiB=… rss_after_MiB=…`,
+// `namespaces_created=… namespaces_deleted=… pod_watches_before=… pod_watches_peak=… pod_watches_after=… pod_lists_per_min_alive=… pod_lists_per_min_after=… warnings=… rss_start_MiB=… rss_peak_MiB=… rss_after_MiB=…`,
 // `harvests=… concurrency=… peak_rss_MiB=… limit_MiB=256` and
 // `admission_p50_ms=… admission_p99_ms=… baseline_p50_ms=… baseline_p99_ms=… ratio_p99=…`.
 // HARVEST_JOBS=0, UNTOUCHED_JOBS=0 or HARVEST_NAMESPACES=0 leaves that part out.
@@ -307,6 +308,8 @@ async function namespacesPhase(o: { info: { server: string; token: string; caPem
   }, 500);
   try {
     const rssStart = rss();
+    // The admission namespace's suspended Jobs are live Jobs: its watch is there before and after.
+    const before = await podCalls(o.info);
     const t0ns = Date.now();
     await inBatches(async (name) => {
       await o.core.createNamespace({ body: { metadata: { name, annotations: o.annotations } } });
@@ -343,7 +346,7 @@ async function namespacesPhase(o: { info: { server: string; token: string; caPem
     const perMin = (n: number, ms: number) => fmt((n * 60_000) / ms);
     log(`after: ${afterTo.watches} namespaced pod watches at the API server, harvester gauge ${afterToH?.get('pod_watches') ?? 'n/a'}; pod lists in ${NS_AFTER_MS / 1000} s: ${afterTo.lists - afterFrom.lists} (harvester ${afterToH && afterFromH ? afterToH.get('pod_lists')! - afterFromH.get('pod_lists')! : 'n/a'}); ${warnings.length} warnings about them${warnings[0] ? `, e.g. ${warnings[0].slice(0, 200)}` : ''}`);
     console.log(
-      `namespaces_created=${NAMESPACES} namespaces_deleted=${NAMESPACES} pod_watches_peak=${peakWatches} pod_watches_after=${afterTo.watches} ` +
+      `namespaces_created=${NAMESPACES} namespaces_deleted=${NAMESPACES} pod_watches_before=${before.watches} pod_watches_peak=${peakWatches} pod_watches_after=${afterTo.watches} ` +
         `harvester_gauge_peak=${o.metricsPort ? peakHarvesterWatches : 'n/a'} harvester_gauge_after=${afterToH?.get('pod_watches') ?? 'n/a'} ` +
         `pod_lists_per_min_alive=${perMin(aliveTo.lists - aliveFrom.lists, NS_ALIVE_MS)} pod_lists_per_min_after=${perMin(afterTo.lists - afterFrom.lists, NS_AFTER_MS)} warnings=${warnings.length} ` +
         `rss_start_MiB=${fmt(rssStart)} rss_peak_MiB=${fmt(Math.max(peakRss, rssAlive))} rss_after_MiB=${fmt(rssAfter)}`,
