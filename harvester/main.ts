@@ -12,10 +12,13 @@ import { hostname } from 'node:os';
 import { keyFromText } from '../src/contract/signature.ts';
 import { NAMES } from '../src/contract/env.ts';
 import { parseDestinations, type Destination } from './destinations.ts';
-import { harvestApi, kubeAccess, watchJobPods, watchJobs, type JobWatch } from './kube.ts';
+import { deliveryRecordOf } from './hold.ts';
+import { harvestApi, kubeAccess, sharedConnections, watchJobPods, watchJobs } from './kube.ts';
 import { PodReports } from './pod-reports.ts';
+import { PodWatches } from './pod-watches.ts';
 import { startLeader } from './leader.ts';
-import { log } from './log.ts';
+import { LEVELS, log, setLogLevel, type Level } from './log.ts';
+import { startMetrics, WatchStats } from './metrics.ts';
 import { WorkQueue } from './queue.ts';
 import { Reconciler } from './reconcile.ts';
 import { DEFAULT_LIMITS, shipPod } from './ship.ts';
@@ -37,6 +40,9 @@ export interface HarvesterSettings {
   readonly retryPeriodMs: number;
   readonly podsDoneTimeoutMs: number;
   readonly logsUrlTemplate: string | undefined;
+  /** 0: no metrics endpoint. */
+  readonly metricsPort: number;
+  readonly logLevel: Level;
 }
 
 const int = (min: number, max: number) => (v: string): number => {
@@ -60,6 +66,11 @@ export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = 
     .option('--retry-period-seconds <n>', 'between Lease attempts', int(1, 600))
     .option('--logs-url-template <t>', 'the chart\'s logsUrlTemplate: rewrite jobharvest.io/logs-url with the uid and the real end time once a Job is done')
     .option('--pods-done-timeout-seconds <n>', "how long a finished Job's pods may take to be done before reporting", int(1, 86_400), 300)
+    .option('--metrics-port <n>', 'serve Prometheus metrics on this port at /metrics (0: off)', int(0, 65_535), 0)
+    .option('--log-level <level>', "debug, info, warn or error (default: $JOBHARVEST_LOG_LEVEL, else 'info')", (v: string): Level => {
+      if (!(LEVELS as readonly string[]).includes(v)) throw new InvalidArgumentError(LEVELS.join(', '));
+      return v as Level;
+    })
     .exitOverride()
     .configureOutput({ writeErr: (s) => process.stderr.write(s) });
   cmd.parse(argv as string[], { from: 'user' });
@@ -76,6 +87,8 @@ export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = 
     retryPeriodSeconds?: number;
     podsDoneTimeoutSeconds: number;
     logsUrlTemplate?: string;
+    metricsPort: number;
+    logLevel?: Level;
   }>();
   const leaseDurationMs = o.leaseSeconds * 1000;
   // client-go's ratio: renew deadline two thirds of the Lease, retry a fifth.
@@ -96,21 +109,37 @@ export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = 
     retryPeriodMs,
     podsDoneTimeoutMs: o.podsDoneTimeoutSeconds * 1000,
     logsUrlTemplate: o.logsUrlTemplate || undefined,
+    metricsPort: o.metricsPort,
+    logLevel: o.logLevel ?? envLevel(env.JOBHARVEST_LOG_LEVEL),
   };
+}
+
+function envLevel(v: string | undefined): Level {
+  if (v === undefined || v === '') return 'info';
+  if (!(LEVELS as readonly string[]).includes(v)) throw new InvalidArgumentError(`JOBHARVEST_LOG_LEVEL: ${LEVELS.join(', ')}`);
+  return v as Level;
 }
 
 function kubeConfig(file: string | undefined): KubeConfig {
   const kc = new KubeConfig();
   if (file) kc.loadFromFile(file);
   else kc.loadFromDefault();
-  return kc;
+  return sharedConnections(kc);
 }
 
 export async function runHarvester(s: HarvesterSettings): Promise<void> {
+  setLogLevel(s.logLevel);
   const kc = kubeConfig(s.kubeconfig);
   // Set below; the reconciler asks it before every write.
   const current: { leader?: { isLeader(): boolean } } = {};
   const reports = new PodReports(NAMES.container);
+  const stats = new WatchStats();
+  // The leader's pod watches, per term; none while following.
+  const term: { watches?: PodWatches } = {};
+  if (s.metricsPort > 0) {
+    const m = await startMetrics(s.metricsPort, stats, { podWatches: () => term.watches?.size ?? 0, trackedJobs: () => term.watches?.jobs ?? 0, podReports: () => reports.count });
+    log('info', 'metrics at /metrics', { port: m.port });
+  }
   const reconciler = new Reconciler({
     api: harvestApi(kc),
     key: s.signingKey,
@@ -138,20 +167,31 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
     onStartedLeading: async (signal) => {
       const queue = new WorkQueue<string>((key, sig) => reconciler.reconcile(key, sig), { concurrency: s.concurrency, signal, log });
       queue.start();
-      // The pods of every namespace with injected Jobs, for the sidecar reports of pods that go before their Job ends.
-      const podWatches = new Map<string, JobWatch>();
+      // The Job pods of each namespace with injected Jobs not yet recorded, for
+      // the sidecar reports of pods that go before their Job ends; a namespace's
+      // watch stops with its last such Job (recorded, deleted, or gone with the namespace).
+      const watches = new PodWatches({
+        open: (ns) => watchJobPods(kc, ns, { log, signal, onPod: (p) => reports.observe(p), retryMs: 10_000, stats }),
+        cares: (job) => !job.metadata?.deletionTimestamp && deliveryRecordOf(job, s.signingKey) === undefined,
+        forget: (uid) => reports.forget(uid),
+        log,
+      });
+      term.watches = watches;
       const watch = watchJobs(kc, {
         log,
         signal,
+        stats,
+        onList: (jobs) => watches.resync(jobs),
         onJob: (job) => {
-          const ns = job.metadata!.namespace!;
-          if (!podWatches.has(ns)) podWatches.set(ns, watchJobPods(kc, ns, { log, signal, onPod: (p) => reports.observe(p), retryMs: 10_000 }));
-          if (Reconciler.wants(job)) queue.add(`${ns}/${job.metadata!.name}`);
+          watches.observe(job);
+          if (Reconciler.wants(job)) queue.add(`${job.metadata!.namespace}/${job.metadata!.name}`);
         },
+        onDeleted: (job) => watches.deleted(job),
       });
       await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
       watch.stop();
-      for (const w of podWatches.values()) w.stop();
+      watches.stop();
+      term.watches = undefined;
       await queue.shutdown();
     },
     onStoppedLeading: () => log('info', 'no longer leading: harvests stopped'),

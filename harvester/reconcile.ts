@@ -12,6 +12,7 @@ import { redactUrl } from '../src/contract/redact.ts';
 import type { SigningKey } from '../src/contract/signature.ts';
 import { DELIVERY_ANNOTATION, LOGS_URL_ANNOTATION } from '../src/contract/harvest.ts';
 import { renderLogsUrl } from '../src/contract/logs-url.ts';
+import { namespaceGoing, REFUSED_GRACE_MS, refused } from './api-errors.ts';
 import { matchDestination, type Destination } from './destinations.ts';
 import { deliveryRecordOf, encodeDeliveryRecord, holdDeadline, holdOf, holdPatch, needsHold, recordPatch, releasePatch, type Hold } from './hold.ts';
 import type { Log } from './log.ts';
@@ -77,6 +78,8 @@ export class Reconciler {
   private readonly may: () => boolean;
   private readonly podsDoneTimeoutMs: number;
   private readonly retryMs: number;
+  /** Keys whose pods the API refused, and since when (for the log level only; each is let go once its key is done). */
+  private readonly refusedSince = new Map<string, number>();
 
   constructor(private readonly o: ReconcilerOptions) {
     this.now = o.now ?? Date.now;
@@ -94,15 +97,33 @@ export class Reconciler {
     const [namespace, name] = splitKey(key);
     const { api, log } = this.o;
     const job = await api.readJob(namespace, name);
-    if (!job || !Reconciler.wants(job)) return { kind: 'done' };
+    if (!job || !Reconciler.wants(job)) {
+      this.refusedSince.delete(key);
+      return { kind: 'done' };
+    }
     if (deliveryRecordOf(job, this.o.key)) {
+      this.refusedSince.delete(key);
       this.o.reports?.forget(job.metadata?.uid);
       return { kind: 'done' };
     }
     const at = { namespace, job: name };
 
     const verified = verifyInjection(job, this.o.key);
-    const listed = await api.listPods(namespace, job.metadata?.uid ?? '');
+    let listed: V1Pod[];
+    try {
+      listed = await api.listPods(namespace, job.metadata?.uid ?? '');
+      this.refusedSince.delete(key);
+    } catch (err) {
+      if (!refused(err)) throw err;
+      // A namespace being deleted loses the harvester's log-reader binding
+      // first, and its Jobs (this one too) moments later: look again quietly.
+      // Still refused after the grace: a failure the queue reports and retries.
+      const since = this.refusedSince.get(key) ?? this.now();
+      this.refusedSince.set(key, since);
+      if (this.now() - since >= REFUSED_GRACE_MS) throw err;
+      log('debug', "the Job's pods cannot be listed (its namespace being deleted, or its log-reader binding missing); looking again", { ...at, error: (err as Error).message });
+      return { kind: 'requeue', afterMs: this.retryMs };
+    }
     // Pods already gone (evicted, deleted) whose ended sidecar the pod watch saw: checked below like the rest.
     const pods = [...listed, ...(this.o.reports?.gone(job.metadata?.uid, listed) ?? [])];
     const { owned, foreign } = ownedPods(job, pods, verified.ok ? { name: verified.value.status.container, digest: verified.value.sidecarDigest } : undefined);
@@ -285,7 +306,9 @@ export class Reconciler {
     try {
       await this.o.api.createEvent(job.metadata!.namespace!, jobEvent(job, ev.type, ev.reason, ev.message, this.o.identity ?? EVENT_SOURCE));
     } catch (err) {
-      this.o.log('warn', 'could not record the delivery Event; the annotation is there', { namespace: job.metadata?.namespace, job: job.metadata?.name, error: (err as Error).message });
+      // A namespace being deleted takes no new Events (403, NamespaceTerminating), a deleted one none at all (404): expected, and the Job goes with it.
+      const level = namespaceGoing(err) ? 'debug' : 'warn';
+      this.o.log(level, 'could not record the delivery Event; the annotation is there', { namespace: job.metadata?.namespace, job: job.metadata?.name, error: (err as Error).message });
     }
   }
 }

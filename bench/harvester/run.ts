@@ -38,14 +38,29 @@
 //     in a namespace that never opted in, created while the harvester idles;
 //     its RSS before and 10 s after, against their size.
 //
+//   - A namespace per CI run (issue 41): HARVEST_NAMESPACES (200) namespaces,
+//     created 20 at a time with one injected Job each (pending: no kubelet
+//     takes their pods), left alone for a minute, then deleted, and a minute
+//     after they are gone. The namespaced pod watches and list calls are
+//     counted at the API server (its apiserver_longrunning_requests and
+//     apiserver_request_total, namespace scope: nothing else here lists or
+//     watches pods per namespace), beside the harvester's own gauge
+//     (jobharvest_harvester_pod_watches, --metrics-port; HARVESTER_METRICS=0
+//     leaves the flag out, for a harvester that has none); warnings are its log
+//     lines at warn naming one of those namespaces. The admission namespace's
+//     suspended Jobs keep its watch: pod_watches_before (1) stays after.
+//
 // Prints `untouched_jobs=… untouched_MiB=… rss_growth_MiB=… ratio_growth_to_size=…`,
+// `namespaces_created=… namespaces_deleted=… pod_watches_before=… pod_watches_peak=… pod_watches_after=… pod_lists_per_min_alive=… pod_lists_per_min_after=… warnings=… rss_start_MiB=… rss_peak_MiB=… rss_after_MiB=…`,
 // `harvests=… concurrency=… peak_rss_MiB=… limit_MiB=256` and
 // `admission_p50_ms=… admission_p99_ms=… baseline_p50_ms=… baseline_p99_ms=… ratio_p99=…`.
+// HARVEST_JOBS=0, UNTOUCHED_JOBS=0 or HARVEST_NAMESPACES=0 leaves that part out.
 // Bounded (RUN_LIMIT_MS); everything it started is stopped, on failure too.
 import { BatchV1Api, CoreV1Api, Watch, type V1Job } from '@kubernetes/client-node';
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { gunzipSync } from 'node:zlib';
 import { DELIVERY_ANNOTATION, HOLD_ANNOTATION } from '../../src/contract/harvest.ts';
@@ -53,6 +68,7 @@ import { startCluster, type Cluster } from '../../test/harness/cluster/harness.t
 import { createLogReaderClusterRole, kubeConfigFor, shellJob, Stack, WEBHOOK_NAMESPACE } from '../../test/harness/kubelet/stack.ts';
 import { TestKubelet } from '../../test/harness/kubelet/kubelet.ts';
 import { destinationsFile, signingKeyFile, startHarvester, type HarvesterProcess } from '../../test/support/harvester-process.ts';
+import { freePort } from '../../test/support/ports.ts';
 import { ensureSidecarBundle } from '../../test/support/sidecar.ts';
 import { startWebhook, type WebhookProcess } from '../../test/support/webhook-process.ts';
 
@@ -63,13 +79,20 @@ const RUNNING_AT_ONCE = 25;
 /** The 503 body for the harvester; HOSTILE_BODY_MIB=0 gives a control run with empty answers. */
 const BODY_MIB = Number(process.env.HOSTILE_BODY_MIB ?? 30);
 const LIMIT_MIB = 256;
-const RUN_LIMIT_MS = 8 * 60_000;
+const RUN_LIMIT_MS = 14 * 60_000;
 const NAME = 'hvbench';
 const WORK_NS = `${NAME}-work`;
 const ADMIT_NS = 'hvbench-admission';
 /** Jobs in a namespace that never opted in: the harvester must not hold them. */
 const UNTOUCHED = Number(process.env.UNTOUCHED_JOBS ?? 60);
 const UNTOUCHED_NS = 'hvbench-untouched';
+/** Namespaces made, one injected Job each, and deleted (a namespace per CI run). */
+const NAMESPACES = Number(process.env.HARVEST_NAMESPACES ?? 200);
+const NS_BATCH = 20;
+/** How long the namespaces stand with their Jobs pending, and how long the harvester is watched once they are gone. */
+const NS_ALIVE_MS = 60_000;
+const NS_AFTER_MS = 60_000;
+const HARVESTER_METRICS = process.env.HARVESTER_METRICS !== '0';
 
 const TSX = process.env.HARVESTER_TSX === '1';
 
@@ -200,6 +223,52 @@ function statusKiB(pid: number, field: 'VmHWM' | 'VmRSS'): number | undefined {
   }
 }
 
+type Samples = Map<string, number>;
+
+/** Prometheus text: the sum of the samples of `name` whose labels include all of `labels`. */
+function sumOf(text: string, name: string, labels: Record<string, string> = {}): number {
+  let sum = 0;
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
+    if (!Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`))) continue;
+    sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return sum;
+}
+
+/** The API server's /metrics, as the cluster's admin. */
+function apiserverMetrics(info: { server: string; token: string; caPem: string }): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const url = new URL('/metrics', info.server);
+    const req = httpsRequest({ host: url.hostname, port: url.port, path: url.pathname, ca: info.caPem, headers: { authorization: `Bearer ${info.token}` }, timeout: 10_000 }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (body += c));
+      res.on('end', () => (res.statusCode === 200 ? resolve(body) : reject(new Error(`apiserver /metrics: ${res.statusCode}`))));
+    });
+    req.on('timeout', () => req.destroy(new Error('apiserver /metrics: timeout')));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** Namespaced pod watches open at the API server, and its namespaced pod LIST calls so far. */
+async function podCalls(info: { server: string; token: string; caPem: string }): Promise<{ watches: number; lists: number }> {
+  const text = await apiserverMetrics(info);
+  const pods = { resource: 'pods', scope: 'namespace', subresource: '' };
+  return { watches: sumOf(text, 'apiserver_longrunning_requests', { ...pods, verb: 'WATCH' }), lists: sumOf(text, 'apiserver_request_total', { ...pods, verb: 'LIST' }) };
+}
+
+async function harvesterMetrics(port: number): Promise<Samples | undefined> {
+  if (!port) return undefined;
+  try {
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    return new Map([['pod_watches', sumOf(text, 'jobharvest_harvester_pod_watches')], ['pod_lists', sumOf(text, 'jobharvest_harvester_list_requests_total', { resource: 'pods' })]]);
+  } catch {
+    return undefined;
+  }
+}
+
 /** Creates Jobs one at a time through the API server (the webhook mutating each); latency per creation. */
 async function admission(batch: BatchV1Api, tag: string, n: number): Promise<number[]> {
   const out: number[] = [];
@@ -216,6 +285,76 @@ async function admission(batch: BatchV1Api, tag: string, n: number): Promise<num
 }
 
 const finished = (j: V1Job) => (j.status?.conditions ?? []).some((c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True');
+
+/** A namespace per CI run: NAMESPACES namespaces with one injected Job each, created, left a minute, deleted. */
+async function namespacesPhase(o: { info: { server: string; token: string; caPem: string }; core: CoreV1Api; batch: BatchV1Api; pid: number; logPath: string; metricsPort: number; annotations: Record<string, string> }): Promise<void> {
+  const names = Array.from({ length: NAMESPACES }, (_, i) => `${NAME}-ci-${i}`);
+  const inBatches = async (f: (name: string) => Promise<unknown>) => {
+    for (let i = 0; i < names.length; i += NS_BATCH) {
+      checkTime('creating or deleting the CI namespaces');
+      await Promise.all(names.slice(i, i + NS_BATCH).map(f));
+    }
+  };
+  const rss = () => (statusKiB(o.pid, 'VmRSS') ?? 0) / 1024;
+  const logLines = () => readFileSync(o.logPath, 'utf8').split('\n').filter((l) => l.startsWith('{'));
+  const warnedBefore = logLines().length;
+  let peakWatches = 0;
+  let peakHarvesterWatches = 0;
+  let peakRss = 0;
+  const sampler = setInterval(() => {
+    peakRss = Math.max(peakRss, rss());
+    void podCalls(o.info).then((c) => (peakWatches = Math.max(peakWatches, c.watches)), () => undefined);
+    void harvesterMetrics(o.metricsPort).then((m) => (peakHarvesterWatches = Math.max(peakHarvesterWatches, m?.get('pod_watches') ?? 0)));
+  }, 500);
+  try {
+    const rssStart = rss();
+    // The admission namespace's suspended Jobs are live Jobs: its watch is there before and after.
+    const before = await podCalls(o.info);
+    const t0ns = Date.now();
+    await inBatches(async (name) => {
+      await o.core.createNamespace({ body: { metadata: { name, annotations: o.annotations } } });
+      await o.batch.createNamespacedJob({ namespace: name, body: shellJob('build', { script: 'echo "ci run"' }) });
+    });
+    log(`${NAMESPACES} namespaces with one injected Job each created in ${fmt((Date.now() - t0ns) / 1000)} s`);
+    // Every namespace's watch open, then a minute with nothing happening in them.
+    await sleep(5000);
+    const aliveFrom = await podCalls(o.info);
+    const aliveFromH = await harvesterMetrics(o.metricsPort);
+    await sleep(NS_ALIVE_MS);
+    const aliveTo = await podCalls(o.info);
+    const aliveToH = await harvesterMetrics(o.metricsPort);
+    const rssAlive = rss();
+    log(`alive: ${aliveTo.watches} namespaced pod watches at the API server, harvester gauge ${aliveToH?.get('pod_watches') ?? 'n/a'}; pod lists in ${NS_ALIVE_MS / 1000} s: ${aliveTo.lists - aliveFrom.lists} (harvester ${aliveToH && aliveFromH ? aliveToH.get('pod_lists')! - aliveFromH.get('pod_lists')! : 'n/a'}); RSS ${fmt(rssAlive)} MiB`);
+    const t0del = Date.now();
+    await inBatches((name) => o.core.deleteNamespace({ name }));
+    for (;;) {
+      checkTime('waiting for the CI namespaces to go');
+      const left = (await Promise.all(names.map((name) => o.core.readNamespace({ name }).then(() => 1, () => 0)))).reduce((a: number, b: number) => a + b, 0);
+      if (left === 0) break;
+      await sleep(1000);
+    }
+    log(`${NAMESPACES} namespaces deleted and gone in ${fmt((Date.now() - t0del) / 1000)} s`);
+    const afterFrom = await podCalls(o.info);
+    const afterFromH = await harvesterMetrics(o.metricsPort);
+    await sleep(NS_AFTER_MS);
+    const afterTo = await podCalls(o.info);
+    const afterToH = await harvesterMetrics(o.metricsPort);
+    const rssAfter = rss();
+    const warnings = logLines()
+      .slice(warnedBefore)
+      .filter((l) => /"level":"(warn|error)"/.test(l) && names.some((n) => l.includes(`${n}`)));
+    const perMin = (n: number, ms: number) => fmt((n * 60_000) / ms);
+    log(`after: ${afterTo.watches} namespaced pod watches at the API server, harvester gauge ${afterToH?.get('pod_watches') ?? 'n/a'}; pod lists in ${NS_AFTER_MS / 1000} s: ${afterTo.lists - afterFrom.lists} (harvester ${afterToH && afterFromH ? afterToH.get('pod_lists')! - afterFromH.get('pod_lists')! : 'n/a'}); ${warnings.length} warnings about them${warnings[0] ? `, e.g. ${warnings[0].slice(0, 200)}` : ''}`);
+    console.log(
+      `namespaces_created=${NAMESPACES} namespaces_deleted=${NAMESPACES} pod_watches_before=${before.watches} pod_watches_peak=${peakWatches} pod_watches_after=${afterTo.watches} ` +
+        `harvester_gauge_peak=${o.metricsPort ? peakHarvesterWatches : 'n/a'} harvester_gauge_after=${afterToH?.get('pod_watches') ?? 'n/a'} ` +
+        `pod_lists_per_min_alive=${perMin(aliveTo.lists - aliveFrom.lists, NS_ALIVE_MS)} pod_lists_per_min_after=${perMin(afterTo.lists - afterFrom.lists, NS_AFTER_MS)} warnings=${warnings.length} ` +
+        `rss_start_MiB=${fmt(rssStart)} rss_peak_MiB=${fmt(Math.max(peakRss, rssAlive))} rss_after_MiB=${fmt(rssAfter)}`,
+    );
+  } finally {
+    clearInterval(sampler);
+  }
+}
 
 async function main(): Promise<void> {
   ensureSidecarBundle();
@@ -242,7 +381,8 @@ async function main(): Promise<void> {
       destinationsFile: destinationsFile(info, NAME, [{ name: 'hostile', sink: 'http', endpoint, allow: ['loopback'] }]),
     };
     webhook = await startWebhook(info, { name: `jobharvest-${NAME}`, failurePolicy: 'Fail', args: [...Stack.webhookArgs({ name: NAME }), '--signing-key-file', files.signingKeyFile] });
-    const hargs = { name: `jobharvest-${NAME}`, ...files, args: ['--max-hold-seconds', '1'] };
+    const metricsPort = HARVESTER_METRICS ? await freePort() : 0;
+    const hargs = { name: `jobharvest-${NAME}`, ...files, args: ['--max-hold-seconds', '1', ...(metricsPort ? ['--metrics-port', String(metricsPort)] : [])] };
     harvester = startHarvester(info, { ...hargs, bundle: !TSX });
     kubelet = await TestKubelet.start({ cluster: info, namespaces: (ns) => ns === WORK_NS, restartBackoffMs: 300 });
     const annotations = {
@@ -291,28 +431,33 @@ async function main(): Promise<void> {
     // cluster in full. Jobs of a namespace that never opted in, ~1 MiB each,
     // must not grow the harvester: it lists and watches only the Jobs the
     // webhook labelled, and keeps their keys only.
-    await core.createNamespace({ body: { metadata: { name: UNTOUCHED_NS } } });
-    for (;;) {
-      checkTime('waiting for the default ServiceAccount');
-      if (await core.readNamespacedServiceAccount({ name: 'default', namespace: UNTOUCHED_NS }).then(() => true, () => false)) break;
-      await sleep(200);
+    if (UNTOUCHED > 0) {
+      await core.createNamespace({ body: { metadata: { name: UNTOUCHED_NS } } });
+      for (;;) {
+        checkTime('waiting for the default ServiceAccount');
+        if (await core.readNamespacedServiceAccount({ name: 'default', namespace: UNTOUCHED_NS }).then(() => true, () => false)) break;
+        await sleep(200);
+      }
+      const rssBefore = statusKiB(pid, 'VmRSS') ?? 0;
+      const pad = 'x'.repeat(1024 * 1024 - 200);
+      let untouchedBytes = 0;
+      for (let i = 0; i < UNTOUCHED; i++) {
+        const body = shellJob(`untouched-${i}`, { script: `true # ${pad}` });
+        body.spec!.suspend = true;
+        untouchedBytes += JSON.stringify(body).length;
+        await batch.createNamespacedJob({ namespace: UNTOUCHED_NS, body });
+      }
+      // Long enough for a watch to have delivered them all, and for a cache to hold them.
+      await sleep(10_000);
+      const rssAfter = statusKiB(pid, 'VmRSS') ?? 0;
+      const growthMiB = (rssAfter - rssBefore) / 1024;
+      const untouchedMiB = untouchedBytes / 1024 / 1024;
+      log(`${UNTOUCHED} Jobs of ${fmt(untouchedMiB / Math.max(1, UNTOUCHED), 2)} MiB each in ${UNTOUCHED_NS} (not opted in): harvester RSS ${fmt(rssBefore / 1024)} -> ${fmt(rssAfter / 1024)} MiB`);
+      console.log(`untouched_jobs=${UNTOUCHED} untouched_MiB=${fmt(untouchedMiB)} rss_growth_MiB=${fmt(growthMiB)} ratio_growth_to_size=${fmt(growthMiB / untouchedMiB, 3)}`);
     }
-    const rssBefore = statusKiB(pid, 'VmRSS') ?? 0;
-    const pad = 'x'.repeat(1024 * 1024 - 200);
-    let untouchedBytes = 0;
-    for (let i = 0; i < UNTOUCHED; i++) {
-      const body = shellJob(`untouched-${i}`, { script: `true # ${pad}` });
-      body.spec!.suspend = true;
-      untouchedBytes += JSON.stringify(body).length;
-      await batch.createNamespacedJob({ namespace: UNTOUCHED_NS, body });
-    }
-    // Long enough for a watch to have delivered them all, and for a cache to hold them.
-    await sleep(10_000);
-    const rssAfter = statusKiB(pid, 'VmRSS') ?? 0;
-    const growthMiB = (rssAfter - rssBefore) / 1024;
-    const untouchedMiB = untouchedBytes / 1024 / 1024;
-    log(`${UNTOUCHED} Jobs of ${fmt(untouchedMiB / Math.max(1, UNTOUCHED), 2)} MiB each in ${UNTOUCHED_NS} (not opted in): harvester RSS ${fmt(rssBefore / 1024)} -> ${fmt(rssAfter / 1024)} MiB`);
-    console.log(`untouched_jobs=${UNTOUCHED} untouched_MiB=${fmt(untouchedMiB)} rss_growth_MiB=${fmt(growthMiB)} ratio_growth_to_size=${fmt(growthMiB / untouchedMiB, 3)}`);
+
+    if (NAMESPACES > 0) await namespacesPhase({ info, core, batch, pid, logPath: harvester.logPath, metricsPort, annotations });
+    if (JOBS === 0) return;
 
     // Held and released Jobs, as the watch delivers them.
     const heldSeen = new Set<string>();

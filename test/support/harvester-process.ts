@@ -42,13 +42,15 @@ export interface HarvesterOptions {
   args?: string[];
   /** Run the built bundle (dist/harvester.mjs, `npm run build`) on plain node, as the image does, instead of the source through tsx. */
   bundle?: boolean;
+  /** Another identity than the cluster's admin, e.g. the chart's ServiceAccount (a TokenRequest token). */
+  kubeconfig?: string;
 }
 
 export function startHarvester(info: ClusterInfo, o: HarvesterOptions): HarvesterProcess {
   const args = [
     join(ROOT, o.bundle ? 'dist/harvester.mjs' : 'harvester/entry.ts'),
     '--kubeconfig',
-    info.kubeconfigPath,
+    o.kubeconfig ?? info.kubeconfigPath,
     '--signing-key-file',
     o.signingKeyFile,
     '--destinations-file',

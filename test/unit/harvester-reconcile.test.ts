@@ -147,6 +147,51 @@ describe('the webhook signs what it injected', () => {
 });
 
 describe('reconcile', () => {
+  it("pods refused (403: the namespace's log-reader binding gone with the namespace) are looked at again quietly for a grace period, then a failure", async () => {
+    const api = new FakeApi(injectedJob(), []);
+    const forbidden = Object.assign(new Error('HTTP-Code: 403'), { code: 403, body: '{"kind":"Status","message":"pods is forbidden: User \\"system:serviceaccount:jobharvest:harvester\\" cannot list resource \\"pods\\"","reason":"Forbidden","code":403}' });
+    api.listPods = async () => {
+      throw forbidden;
+    };
+    let clock = Date.now();
+    const logs: Array<[string, string]> = [];
+    const r = reconciler(api, [], { log: (l, m) => logs.push([l, m]), now: () => clock, retryMs: 2000 });
+    expect(await run(r)).toEqual({ kind: 'requeue', afterMs: 2000 });
+    clock += 30_000;
+    expect(await run(r)).toEqual({ kind: 'requeue', afterMs: 2000 });
+    expect(logs.map(([l]) => l)).toEqual(['debug', 'debug']);
+    expect(api.patches).toEqual([]);
+    // Still refused a minute on: the queue's failure (and its warning).
+    clock += 31_000;
+    await expect(run(r)).rejects.toBe(forbidden);
+    // The usual end: the namespace's Jobs are deleted with it.
+    const gone = new FakeApi(injectedJob(), []);
+    gone.listPods = api.listPods;
+    const r2 = reconciler(gone, [], { log: (l, m) => logs.push([l, m]), now: () => clock });
+    expect(await run(r2)).toMatchObject({ kind: 'requeue' });
+    gone.readJob = async () => undefined;
+    expect(await run(r2)).toEqual({ kind: 'done' });
+  });
+
+  it('an Event refused because the namespace is being deleted (403 NamespaceTerminating) or gone (404) is logged at debug; any other failure at warn', async () => {
+    const done = encodeTermination({ state: 'complete', mode: 'node', sink: 'http', shipped: 40, unsent: 0, dead_lettered: 0 }, [], ['main/0']);
+    // As kube-apiserver answers (client-node's ApiException: code, and the Status as JSON text).
+    const terminating = Object.assign(new Error('HTTP-Code: 403'), { code: 403, body: JSON.stringify({ kind: 'Status', message: 'events "build." is forbidden: unable to create new content in namespace team-a because it is being terminated', reason: 'Forbidden', details: { kind: 'events', causes: [{ reason: 'NamespaceTerminating', message: 'namespace team-a is being terminated', field: 'metadata.namespace' }] }, code: 403 }) });
+    const gone = Object.assign(new Error('HTTP-Code: 404'), { code: 404, body: JSON.stringify({ kind: 'Status', message: 'namespaces "team-a" not found', reason: 'NotFound', details: { name: 'team-a', kind: 'namespaces' }, code: 404 }) });
+    const rbac = Object.assign(new Error('HTTP-Code: 403'), { code: 403, body: JSON.stringify({ kind: 'Status', message: 'events is forbidden: User "system:serviceaccount:jobharvest:harvester" cannot create resource "events"', reason: 'Forbidden', code: 403 }) });
+    for (const [err, level] of [[terminating, 'debug'], [gone, 'debug'], [rbac, 'warn']] as const) {
+      const api = new FakeApi(injectedJob(), [pod('p1', done)]);
+      api.createEvent = async () => {
+        throw err;
+      };
+      const logs: Array<[string, string]> = [];
+      expect(await run(reconciler(api, [], { log: (l, m) => logs.push([l, m]) }))).toEqual({ kind: 'done' });
+      // The record is written either way.
+      expect(api.delivery()).toMatchObject({ shipped: 40 });
+      expect(logs.filter(([, m]) => m.startsWith('could not record the delivery Event'))).toEqual([[level, 'could not record the delivery Event; the annotation is there']]);
+    }
+  });
+
   it('reports a Job whose sidecars delivered everything, signed, with one Event; a second pass does nothing', async () => {
     const done = encodeTermination({ state: 'complete', mode: 'node', sink: 'http', shipped: 40, unsent: 0, dead_lettered: 0 }, [], ['main/0']);
     const api = new FakeApi(injectedJob(), [pod('p1', done)]);

@@ -1,0 +1,77 @@
+// The harvester's own figures, and the optional Prometheus endpoint that
+// serves them (--metrics-port). The counters are plain numbers the edge adds
+// to; prom-client is only loaded when the endpoint is on and reads them at
+// scrape time, with the process figures (resident memory among them).
+import http from 'node:http';
+
+export type Resource = 'jobs' | 'pods';
+
+/** API calls of the harvester's list-watches, by resource. */
+export class WatchStats {
+  readonly lists: Record<Resource, number> = { jobs: 0, pods: 0 };
+  readonly watches: Record<Resource, number> = { jobs: 0, pods: 0 };
+
+  count(resource: Resource, call: 'list' | 'watch'): void {
+    if (call === 'list') this.lists[resource]++;
+    else this.watches[resource]++;
+  }
+}
+
+export interface HarvesterGauges {
+  /** Namespaces whose Job pods the leader watches. */
+  podWatches(): number;
+  /** Injected Jobs the leader still cares about (not recorded, not deleted); they keep their namespaces watched. */
+  trackedJobs(): number;
+  /** Gone pods' sidecar reports kept for Jobs not yet recorded. */
+  podReports(): number;
+}
+
+export async function startMetrics(port: number, stats: WatchStats, gauges: HarvesterGauges): Promise<{ port: number; close(): Promise<void> }> {
+  const mod = await import('prom-client');
+  // CommonJS module: bundled, its exports arrive as the default export.
+  const prom = ((mod as unknown as { default?: typeof mod }).default ?? mod) as typeof mod;
+  const registry = new prom.Registry();
+  prom.collectDefaultMetrics({ register: registry });
+  const gauge = (name: string, help: string, read: () => number) =>
+    new prom.Gauge({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        this.set(read());
+      },
+    });
+  gauge('jobharvest_harvester_pod_watches', 'Namespaces whose Job pods the leader watches: those with injected Jobs not yet recorded.', gauges.podWatches);
+  gauge('jobharvest_harvester_tracked_jobs', 'Injected Jobs the leader still cares about: not deleted and without their delivery record.', gauges.trackedJobs);
+  gauge('jobharvest_harvester_pod_reports', "Gone pods whose sidecar's report is kept until their Job's record is written.", gauges.podReports);
+  const counter = (name: string, help: string, read: (r: Resource) => number) =>
+    new prom.Counter({
+      name,
+      help,
+      labelNames: ['resource'],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const r of ['jobs', 'pods'] as const) this.inc({ resource: r }, read(r));
+      },
+    });
+  counter('jobharvest_harvester_list_requests_total', 'List calls of the list-watches (the Jobs, cluster-wide; the Job pods, per namespace).', (r) => stats.lists[r]);
+  counter('jobharvest_harvester_watch_requests_total', 'Watch requests of the list-watches, resumed ones included.', (r) => stats.watches[r]);
+  const server = http.createServer((req, res) => {
+    if (req.url !== '/metrics') {
+      res.writeHead(404).end();
+      return;
+    }
+    registry.metrics().then(
+      (text) => res.writeHead(200, { 'content-type': registry.contentType }).end(text),
+      (err: Error) => res.writeHead(500).end(err.message),
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, resolve);
+  });
+  server.unref();
+  const address = server.address();
+  return { port: typeof address === 'object' && address ? address.port : port, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+}

@@ -1,0 +1,34 @@
+// The harvester's flags that are not about harvesting: its metrics endpoint
+// and its log level (the chart's harvester.logLevel arrives as JOBHARVEST_LOG_LEVEL).
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parseSettings } from '../../harvester/main.ts';
+
+const keyFile = (): string => {
+  const f = join(mkdtempSync(join(tmpdir(), 'hv-settings-')), 'key');
+  writeFileSync(f, 'MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY');
+  return f;
+};
+
+describe('harvester settings', () => {
+  it('no metrics endpoint and info logs unless asked', () => {
+    const s = parseSettings(['--signing-key-file', keyFile()], {});
+    expect(s.metricsPort).toBe(0);
+    expect(s.logLevel).toBe('info');
+  });
+
+  it('--metrics-port, and the log level from the flag over JOBHARVEST_LOG_LEVEL', () => {
+    const f = keyFile();
+    expect(parseSettings(['--signing-key-file', f, '--metrics-port', '9464'], {}).metricsPort).toBe(9464);
+    expect(parseSettings(['--signing-key-file', f], { JOBHARVEST_LOG_LEVEL: 'debug' }).logLevel).toBe('debug');
+    expect(parseSettings(['--signing-key-file', f, '--log-level', 'warn'], { JOBHARVEST_LOG_LEVEL: 'debug' }).logLevel).toBe('warn');
+  });
+
+  it('refuses a level it does not know', () => {
+    const f = keyFile();
+    expect(() => parseSettings(['--signing-key-file', f], { JOBHARVEST_LOG_LEVEL: 'verbose' })).toThrow(/JOBHARVEST_LOG_LEVEL/);
+    expect(() => parseSettings(['--signing-key-file', f, '--log-level', 'trace'], {})).toThrow();
+  });
+});
