@@ -90,4 +90,11 @@ it('a CronJob\'s runs get the sidecar and the TTL, its history limit holds, and 
   expect(older).toHaveLength(LINES);
   expect(older.at(-1)).toMatch(new RegExp(`line ${LINES}$`));
   expect(await cli(['cronjob/report', '--run', runs[0]!])).toEqual(older);
+  // The run still there has its delivery record, written by the harvester.
+  const record = await waitFor('the newest run\'s delivery record', async () => {
+    const j = await stack.batch.readNamespacedJob({ name: runs[1]!, namespace: ns });
+    return j.metadata?.annotations?.['jobharvest.io/delivery'];
+  });
+  console.log(`delivery record of ${runs[1]}: ${record}`);
+  expect(JSON.parse(record)).toMatchObject({ pods: 1, shipped: LINES, lost: 0, unaccounted: 0 });
 }, 300_000);
