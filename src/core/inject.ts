@@ -90,11 +90,16 @@ export function inject({ job: input, settings, mode, ttlSecondsAfterFinished, tt
   const chosen = current !== KUBERNETES_DEFAULT_GRACE_SECONDS;
   let drain = settings;
   if (current < needed && chosen && !config.raiseGracePeriod) {
-    const drainSeconds = Math.max(1, current - KEPT_GRACE_MARGIN_SECONDS);
+    // Below 3 s the kubelet's own floor (2 s for a container's stop) is the
+    // sidecar's whole window, and a shorter drain would stop following the
+    // files before the main containers are gone: the budget stays.
+    const drainSeconds = current > KEPT_GRACE_MARGIN_SECONDS ? Math.min(settings.drainSeconds, current - KEPT_GRACE_MARGIN_SECONDS) : settings.drainSeconds;
     drain = { ...settings, drainSeconds };
-    warnings.push(
-      `terminationGracePeriodSeconds ${current} is kept, below the drain budget (${settings.drainSeconds} s + ${GRACE_MARGIN_SECONDS}): the sidecar drains for ${drainSeconds} s only, and what it leaves unsent is left to the harvester (raiseGracePeriod: true raises it)`,
-    );
+    const how =
+      drainSeconds < settings.drainSeconds
+        ? `the sidecar drains for ${drainSeconds} s only, and what it leaves unsent is left to the harvester`
+        : "a deleted or evicted pod's sidecar drains only that long, and what it leaves unsent is lost";
+    warnings.push(`terminationGracePeriodSeconds ${current} is kept, below the drain budget (${settings.drainSeconds} s + ${GRACE_MARGIN_SECONDS}): ${how} (raiseGracePeriod: true raises it)`);
   } else if (current < needed) {
     grace = needed;
   }

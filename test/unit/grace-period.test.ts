@@ -38,7 +38,7 @@ describe('terminationGracePeriodSeconds', () => {
     expect(r.status.terminationGracePeriodSeconds).toBeNull();
     const w = r.warnings.filter((x) => x.includes('terminationGracePeriodSeconds'));
     expect(w).toHaveLength(1);
-    expect(w[0]).toMatch(/^jobharvest: terminationGracePeriodSeconds 1 is kept, below the drain budget \(25 s \+ 5\): .*the sidecar drains for 1 s only, and what it leaves unsent is left to the harvester \(raiseGracePeriod: true raises it\)$/);
+    expect(w[0]).toMatch(/^jobharvest: terminationGracePeriodSeconds 1 is kept, below the drain budget \(25 s \+ 5\): .*sidecar drains only that long, and what it leaves unsent is lost \(raiseGracePeriod: true raises it\)$/);
     expect(w[0]!.length).toBeLessThanOrEqual(240);
     expect(w[0]!.endsWith('…'), 'the warning is not cut short').toBe(false);
   });
