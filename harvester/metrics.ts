@@ -2,7 +2,7 @@
 // serves them (--metrics-port). The counters are plain numbers the edge adds
 // to; prom-client is only loaded when the endpoint is on and reads them at
 // scrape time, with the process figures (resident memory among them).
-import http from 'node:http';
+import { serveMetrics } from '../sidecar/metrics.ts';
 
 export type Resource = 'jobs' | 'pods';
 
@@ -57,21 +57,5 @@ export async function startMetrics(port: number, stats: WatchStats, gauges: Harv
     });
   counter('jobharvest_harvester_list_requests_total', 'List calls of the list-watches (the Jobs, cluster-wide; the Job pods, per namespace).', (r) => stats.lists[r]);
   counter('jobharvest_harvester_watch_requests_total', 'Watch requests of the list-watches, resumed ones included.', (r) => stats.watches[r]);
-  const server = http.createServer((req, res) => {
-    if (req.url !== '/metrics') {
-      res.writeHead(404).end();
-      return;
-    }
-    registry.metrics().then(
-      (text) => res.writeHead(200, { 'content-type': registry.contentType }).end(text),
-      (err: Error) => res.writeHead(500).end(err.message),
-    );
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, resolve);
-  });
-  server.unref();
-  const address = server.address();
-  return { port: typeof address === 'object' && address ? address.port : port, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+  return serveMetrics(registry, port);
 }

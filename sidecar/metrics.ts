@@ -52,6 +52,15 @@ export async function startMetrics(port: number, stats: Stats, gauges: MetricsGa
   // Gauges: a file whose permissions are fixed is read after all and leaves the count.
   new prom.Gauge({ name: 'jobharvest_sidecar_unreadable_files', help: 'Log files and directories that exist but cannot be opened.', registers: [registry], collect() { this.set(stats.unreadableFiles); } });
   new prom.Gauge({ name: 'jobharvest_sidecar_unreadable_bytes', help: 'Size of the log files that cannot be opened.', registers: [registry], collect() { this.set(stats.unreadableBytes); } });
+  const served = await serveMetrics(registry, port);
+  return { close: served.close };
+}
+
+/**
+ * Serves a prom-client registry at /metrics on `port` (0: any free port), for
+ * the sidecar and the harvester alike; the server never keeps the process alive.
+ */
+export async function serveMetrics(registry: { metrics(): Promise<string>; contentType: string }, port: number): Promise<{ port: number; close(): Promise<void> }> {
   const server = http.createServer((req, res) => {
     if (req.url !== '/metrics') {
       res.writeHead(404).end();
@@ -67,5 +76,6 @@ export async function startMetrics(port: number, stats: Stats, gauges: MetricsGa
     server.listen(port, resolve);
   });
   server.unref();
-  return { close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+  const address = server.address();
+  return { port: typeof address === 'object' && address ? address.port : port, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
 }
