@@ -21,7 +21,15 @@
  *    out its grace period (30 s) because of jobharvest: each is gone within
  *    the drain budget, no sidecar ends with 137, and every Job's delivery
  *    record accounts for its pod.
- * 2. The shape of the upstream e2e spec "should fail when exceeds active
+ * 2. Jobs whose pods are deleted as soon as containerd has a record of their
+ *    main container (created, its start under way), JOBHARVEST_AT_CREATE_PODS
+ *    (8) per arm, grace period 15 s in both: the same moment of the main
+ *    container's start in both arms, which the offsets of 1. cannot give (a
+ *    control deletion there always comes after its main container started).
+ *    Printed per arm: how many main containers the kubelet still started
+ *    after the deletion and how many lost their SIGTERM (137), the main
+ *    container's create → start, deletion → gone, and main end → gone.
+ * 3. The shape of the upstream e2e spec "should fail when exceeds active
  *    deadline": `activeDeadlineSeconds: 1` and a container that sleeps (the
  *    pause image, as upstream now uses), injected and not.
  *
@@ -52,6 +60,9 @@ const PAUSE = PAUSE_IMAGE.replace('docker.io/library/', '');
 const OFFSETS_MS = [0, 50, 100, 200, 500];
 const PER_OFFSET = Number(process.env.JOBHARVEST_EARLY_DELETE_PODS ?? 10);
 const DEADLINE_JOBS = Number(process.env.JOBHARVEST_DEADLINE_JOBS ?? 3);
+const MAIN_CREATE_PODS = Number(process.env.JOBHARVEST_AT_CREATE_PODS ?? 8);
+/** The drain budget + the webhook's 5 s margin, so the webhook keeps it: a main container that loses its SIGTERM costs this, not 30 s. */
+const SHORT_GRACE_SECONDS = 15;
 const DRAIN_SECONDS = 10;
 /** The API server's default, which the webhook keeps: it covers the drain budget + 5 s. */
 const GRACE_SECONDS = 30;
@@ -376,6 +387,130 @@ describeRealNode('pods deleted while they start', () => {
     expect(
       inj.filter((t) => t.goneMs >= ownWait(t) + DRAIN_SECONDS * 1000).map((t) => `${t.job}: gone after ${Math.round(t.goneMs)} ms, main exit ${t.mainExit}`),
       `every injected pod gone within the drain budget (${DRAIN_SECONDS} s) of its main container's end, not after the sidecar's grace period`,
+    ).toEqual([]);
+    expect(unaccounted, 'every delivery record accounts for its pod').toEqual([]);
+  });
+
+  /** Spins until a container not in `known` has containerd's record, written when it is created and before it is started: its ID and when the test saw it. */
+  async function nextCreated(known: Set<string>, timeoutMs = 60_000): Promise<{ id: string; seenAt: number }> {
+    const until = nowMs() + timeoutMs;
+    for (;;) {
+      for (const id of containerIds()) if (!known.has(id) && existsSync(join(criContainers(), id, 'status'))) return { id, seenAt: nowMs() };
+      if (nowMs() > until) throw new Error('no container created');
+      await sleep(1);
+    }
+  }
+
+  /** containerd's times of a container (epoch ms), read again every 10 ms until `stop`: the kubelet removes the record soon after the pod is gone. */
+  function following(id: string): { times(): { createdAt?: number; startedAt?: number; finishedAt?: number }; stop(): Promise<void> } {
+    let times: { createdAt?: number; startedAt?: number; finishedAt?: number } = {};
+    let on = true;
+    const ms = (ns: unknown) => (typeof ns === 'number' && ns > 0 ? ns / 1e6 : undefined);
+    const done = (async () => {
+      while (on) {
+        try {
+          const r = JSON.parse(readFileSync(join(criContainers(), id, 'status'), 'utf8')) as Record<string, unknown>;
+          times = { createdAt: ms(r.CreatedAt), startedAt: ms(r.StartedAt), finishedAt: ms(r.FinishedAt) };
+        } catch {
+          // being rewritten, or removed
+        }
+        await sleep(10);
+      }
+    })();
+    return {
+      times: () => times,
+      stop: async () => {
+        on = false;
+        await done;
+      },
+    };
+  }
+
+  // The offsets above are measured from the pod's first container, which in
+  // the control is the main container itself: a control deletion always
+  // comes after its main container started, an injected one may come while
+  // the kubelet is starting the main container. Whether the sidecar makes
+  // the main container lose its own SIGTERM more often than it would without
+  // jobharvest is asked here at the same moment of both arms: the deletion
+  // is sent as soon as containerd has a record of the main container
+  // (created, its start under way).
+  scenario(`Jobs whose pods are deleted as their main container is being created, ${MAIN_CREATE_PODS} each, against the same Jobs without jobharvest`, 30 * 60_000, async () => {
+    interface AtCreate {
+      arm: Arm;
+      job: string;
+      namespace: string;
+      goneMs: number;
+      /** Deletion sent, ms after containerd's CreatedAt of the main container. */
+      sentAfterCreatedMs: number;
+      /** The main container's StartedAt, ms after the deletion was sent (undefined: never started). */
+      startedAfterSentMs: number | undefined;
+      createToStartMs: number | undefined;
+      /** Pod gone, ms after the main container's end (containerd's FinishedAt). */
+      goneAfterMainEndMs: number | undefined;
+      mainExit: number | string;
+      sidecarExit: number | undefined;
+    }
+    const rows: AtCreate[] = [];
+    for (let i = 0; i < MAIN_CREATE_PODS; i++) {
+      for (const arm of (i % 2 === 0 ? ['control', 'injected'] : ['injected', 'control']) as Arm[]) {
+        const namespace = arm === 'injected' ? injected : control;
+        const job = `at-create-${i}-${arm === 'injected' ? 'inj' : 'ctl'}`;
+        const known = containerIds();
+        const body = jobBody(job, {}, { image: IMAGE, command: ['sh', '-c', MAIN_SCRIPT] });
+        body.spec!.template.spec!.terminationGracePeriodSeconds = SHORT_GRACE_SECONDS;
+        const stored = await env.batch.createNamespacedJob({ namespace, body });
+        expect(stored.spec?.template.spec?.initContainers?.[0]?.name === NAMES.container, `${namespace}/${job} injected as its arm says`).toBe(arm === 'injected');
+        expect(stored.spec?.template.spec?.terminationGracePeriodSeconds, `${namespace}/${job}: the grace period kept`).toBe(SHORT_GRACE_SECONDS);
+        const pod = await podOf(namespace, job);
+        if (arm === 'injected') known.add((await nextStarted(known)).id);
+        const main = await nextCreated(known);
+        const sentAt = nowMs();
+        await env.core.deleteNamespacedPod({ name: pod.name, namespace });
+        const times = following(main.id);
+        await gone(namespace, pod.name, pod.uid, (SHORT_GRACE_SECONDS + 30) * 1000);
+        await times.stop();
+        const rec = pods.get(pod.uid)!;
+        const mainId = stateOf(rec.last, 'main')?.containerID?.replace(/^[a-z]+:\/\//, '');
+        if (mainId !== undefined) expect(mainId, `${namespace}/${pod.name}: the container timed is its main container`).toBe(main.id);
+        const t = times.times();
+        const mainState = stateOf(rec.last, 'main');
+        rows.push({
+          arm,
+          job,
+          namespace,
+          goneMs: rec.goneAt! - sentAt,
+          sentAfterCreatedMs: t.createdAt === undefined ? NaN : sentAt - t.createdAt,
+          startedAfterSentMs: t.startedAt === undefined ? undefined : t.startedAt - sentAt,
+          createToStartMs: t.startedAt !== undefined && t.createdAt !== undefined ? t.startedAt - t.createdAt : undefined,
+          goneAfterMainEndMs: t.finishedAt === undefined ? undefined : rec.goneAt! - t.finishedAt,
+          mainExit: mainState?.state?.terminated?.exitCode ?? (mainState?.state?.waiting ? 'never started' : 'no status'),
+          sidecarExit: stateOf(rec.last, NAMES.container)?.state?.terminated?.exitCode,
+        });
+      }
+    }
+    const r = (n: number | undefined) => (n === undefined || Number.isNaN(n) ? '-' : String(Math.round(n)));
+    console.log('job: deletion sent after main CreatedAt (ms), main StartedAt after the deletion (ms), main create → start (ms), deletion → gone (ms), main end → gone (ms), main exit, sidecar exit');
+    for (const x of rows) console.log(`  ${x.job}: ${r(x.sentAfterCreatedMs)}, ${r(x.startedAfterSentMs)}, ${r(x.createToStartMs)}, ${r(x.goneMs)}, ${r(x.goneAfterMainEndMs)}, ${x.mainExit}, ${x.sidecarExit ?? '-'}`);
+    console.log('arm | n | main started after the deletion | main SIGKILLed (137) | main create → start median (ms) | deletion → gone median / max (ms) | main end → gone median / max (ms)');
+    for (const arm of ['control', 'injected'] as Arm[]) {
+      const xs = rows.filter((x) => x.arm === arm);
+      const ends = xs.map((x) => x.goneAfterMainEndMs).filter((v): v is number => v !== undefined);
+      console.log(
+        `${arm} | ${xs.length} | ${xs.filter((x) => x.startedAfterSentMs !== undefined).length} | ${xs.filter((x) => x.mainExit === 137).length} | ` +
+          `${r(median(xs.map((x) => x.createToStartMs).filter((v): v is number => v !== undefined)))} | ${r(median(xs.map((x) => x.goneMs)))} / ${r(Math.max(...xs.map((x) => x.goneMs)))} | ${r(median(ends))} / ${r(ends.length ? Math.max(...ends) : undefined)}`,
+      );
+    }
+    const inj = rows.filter((x) => x.arm === 'injected');
+    const deliveries = [];
+    for (const x of inj) deliveries.push({ job: x.job, ...(await deliveryOf(x.namespace, x.job)) });
+    const unaccounted = deliveries.filter((d) => d.unaccounted !== 0 || d.pods !== 1);
+    console.log(`delivery records: ${deliveries.length}, accounting for every pod: ${deliveries.length - unaccounted.length}${unaccounted.length ? `; not: ${JSON.stringify(unaccounted)}` : ''}`);
+    expect(inj.filter((x) => x.sidecarExit !== 0).map((x) => `${x.job}: sidecar exit ${x.sidecarExit}`), 'every sidecar drained and exited 0').toEqual([]);
+    // Whatever the main container took with its own signal, the sidecar adds at most its drain budget after it.
+    const ownWait = (x: AtCreate) => (x.mainExit === 137 ? SHORT_GRACE_SECONDS * 1000 : 0);
+    expect(
+      inj.filter((x) => x.goneMs >= ownWait(x) + DRAIN_SECONDS * 1000).map((x) => `${x.job}: gone after ${Math.round(x.goneMs)} ms, main exit ${x.mainExit}`),
+      `every injected pod gone within the drain budget (${DRAIN_SECONDS} s) of its main container's own end`,
     ).toEqual([]);
     expect(unaccounted, 'every delivery record accounts for its pod').toEqual([]);
   });
