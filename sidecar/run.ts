@@ -1,5 +1,5 @@
 // The sidecar's run, loaded by the entry point (main.ts) once the SIGTERM latch
-// is in place: `--help`, configuration from the env contract, then the
+// and the started marker are in place and the start pause is over: `--help`, configuration from the env contract, then the
 // pipeline until SIGTERM, then the drain and one summary line.
 import { ConfigError, loadConfig, usage } from './config.ts';
 import { log } from './log.ts';
@@ -7,7 +7,6 @@ import { ENV } from '../src/contract/env.ts';
 import { exitCodeOf, forcedExitCode } from './outcome.ts';
 import { Pipeline } from './pipeline.ts';
 import { whenSignalled } from './signals.ts';
-import { markStarted } from './started.ts';
 
 // A Job whose podFailurePolicy could match the sidecar's exit code gets one from
 // the webhook that none of its rules matches: every non-zero exit uses it then,
@@ -57,7 +56,6 @@ export async function main(argv: readonly string[], handlerAtMs?: number): Promi
     log.info('signal received, draining', { signal, sinceStartMs: Math.round(atMs), handlerSinceStartMs: handlerAtMs === undefined ? undefined : Math.round(handlerAtMs) });
     if (pipeline) drainAndExit(pipeline);
   });
-  markStarted(process.env);
   try {
     const cfg = loadConfig(process.env);
     log.setLevel(cfg.logLevel);

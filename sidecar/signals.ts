@@ -15,13 +15,32 @@
 let first: NodeJS.Signals | undefined;
 let at: number | undefined;
 let listener: ((signal: NodeJS.Signals) => void) | undefined;
+let wake: (() => void) | undefined;
 
 function onSignal(signal: NodeJS.Signals): void {
   // The kubelet kills at the end of the grace period anyway; a second signal changes nothing.
   if (first !== undefined) return;
   first = signal;
   at = performance.now();
+  wake?.();
   listener?.(signal);
+}
+
+/**
+ * Resolves after `ms`, or at once when a SIGTERM or SIGINT has come or comes
+ * meanwhile: a signal ends the wait, since a drain must not wait for it.
+ */
+export function pauseUnlessSignalled(ms: number): Promise<void> {
+  if (first !== undefined || ms <= 0) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done(): void {
+      clearTimeout(timer);
+      wake = undefined;
+      resolve();
+    }
+    wake = done;
+  });
 }
 
 /** Installs the handlers; returns how long after the process's start that was, in ms. */
