@@ -19,7 +19,7 @@ import type { Sink } from '../sidecar/sinks/types.ts';
 import { countMissing } from '../sidecar/sources/api/api-source.ts';
 import { parseShaping, SHAPING_ENV_NAMES, shapingOn, type ShapingSettings } from '../sidecar/shape/settings.ts';
 import { shapingProblems } from '../sidecar/shape/shaper.ts';
-import type { Destination } from './destinations.ts';
+import { dialGuard, type Destination, type Resolver } from './destinations.ts';
 
 /** Request and batch sizes: the harvester's, never the pod's. */
 export interface ShipLimits {
@@ -70,6 +70,8 @@ export interface ShipRequest {
   readonly mayWrite?: () => boolean;
   /** Names this replica to the server (User-Agent). */
   readonly identity?: string;
+  /** Resolves the destination's name when a connection is dialled; the system's by default (a test passes a stub). */
+  readonly resolver?: Resolver;
 }
 
 export interface ShipResult {
@@ -165,6 +167,8 @@ export async function shipConfig(req: Omit<ShipRequest, 'signal' | 'mayWrite'>):
     kube: { apiUrl: req.kube.apiUrl, tokenDir: '', credentials: req.kube.credentials },
     maxResponseBytes: limits.maxResponseBytes,
     ...(shaping ? { shaping } : {}),
+    // Every sink connection dials only addresses of a class the destination allows.
+    lookup: dialGuard(d, req.resolver),
   };
 }
 

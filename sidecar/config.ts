@@ -1,6 +1,7 @@
 // Turns the environment (the contract in src/contract/env.ts) into one typed
 // settings object, collecting every problem so that a bad pod spec fails with
 // one clear line instead of a crash somewhere deep in the pipeline.
+import type { LookupFunction } from 'node:net';
 import { isEndpointScheme } from '../src/contract/endpoint.ts';
 import { esIndexProblem, headerNameProblem, headerValueProblem, lokiTenantProblem } from '../src/contract/values.ts';
 import { ENV, MODES, SINKS, type EnvKey, type SinkType, type SourceMode } from '../src/contract/env.ts';
@@ -98,6 +99,13 @@ export interface Config {
    * compiled, and refused with a ConfigError, when the stage is built.
    */
   readonly shaping?: ShapingSettings;
+  /**
+   * Resolves the sink endpoint's name when a sink connection is dialled;
+   * absent (the sidecar): the system resolver. The harvester passes one that
+   * refuses addresses its destination does not allow. Never used for the
+   * Kubernetes API.
+   */
+  readonly lookup?: LookupFunction;
 }
 
 export class ConfigError extends Error {

@@ -18,6 +18,7 @@ export function logsCommand(): Command {
     .option('-p, --previous', "each container's run before its latest restart")
     .option('--pod <name>', 'only this pod (of an Indexed or retried Job)')
     .option('-o, --output <format>', 'json: one JSON object per line')
+    .option('--raw', "on a terminal, print the lines' control characters (ESC, CR, ...) as they are instead of as escapes such as \\x1b")
     .option('--explain', 'print where the logs would be read from, and why, without querying')
     .option('--kubeconfig <file>', 'kubeconfig (default: $KUBECONFIG, then ~/.kube/config)')
     .option('--context <name>', 'kubeconfig context')

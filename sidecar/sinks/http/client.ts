@@ -58,11 +58,14 @@ export class HttpClient {
   constructor(cfg: Config) {
     this.maxResponseBytes = cfg.maxResponseBytes ?? MAX_RESPONSE_BYTES;
     const maxSockets = cfg.maxInFlight + 1;
-    this.httpAgent = new http.Agent({ keepAlive: true, maxSockets });
+    // The agent hands its options to every connection it opens: `lookup` included.
+    const lookup = cfg.lookup ? { lookup: cfg.lookup } : {};
+    this.httpAgent = new http.Agent({ keepAlive: true, maxSockets, ...lookup });
     // Read now, so that a missing file is a start-up error rather than a retried send.
     this.tlsOptions = {
       keepAlive: true,
       maxSockets,
+      ...lookup,
       ca: readPem(cfg.tls.caFile, 'TLS_CA_FILE'),
       cert: readPem(cfg.tls.certFile, 'TLS_CERT_FILE'),
       key: readPem(cfg.tls.keyFile, 'TLS_KEY_FILE'),

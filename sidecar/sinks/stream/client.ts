@@ -2,7 +2,7 @@
 // forward): tcp://host:port or tls://host:port, with the sidecar's TLS
 // material (custom CA, client certificate) read once at start-up.
 import { readFileSync } from 'node:fs';
-import { isIP, Socket, connect as netConnect } from 'node:net';
+import { isIP, Socket, connect as netConnect, type LookupFunction } from 'node:net';
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 import { ENV } from '../../../src/contract/env.ts';
 import { ConfigError, type Config } from '../../config.ts';
@@ -14,6 +14,8 @@ export interface StreamEndpoint {
   readonly tls?: ConnectionOptions;
   /** For log lines: scheme://host:port, never credentials. */
   readonly label: string;
+  /** Resolves `host` when it is dialled (Config.lookup); absent: the system resolver. */
+  readonly lookup?: LookupFunction;
 }
 
 function readPem(file: string | undefined, key: keyof typeof ENV): Buffer | undefined {
@@ -34,7 +36,8 @@ export function streamEndpoint(cfg: Config, defaultPort: number, sinkName: strin
   const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
   const port = url.port ? Number(url.port) : defaultPort;
   const label = `${url.protocol}//${url.host || host}${url.port ? '' : `:${port}`}`;
-  if (url.protocol === 'tcp:') return { host, port, label };
+  const lookup = cfg.lookup ? { lookup: cfg.lookup } : {};
+  if (url.protocol === 'tcp:') return { host, port, label, ...lookup };
   const tls: ConnectionOptions = {
     host,
     port,
@@ -45,7 +48,7 @@ export function streamEndpoint(cfg: Config, defaultPort: number, sinkName: strin
     key: readPem(cfg.tls.keyFile, 'TLS_KEY_FILE'),
     rejectUnauthorized: !cfg.tls.insecureSkipVerify,
   };
-  return { host, port, tls, label };
+  return { host, port, tls, label, ...lookup };
 }
 
 /**
@@ -55,7 +58,8 @@ export function streamEndpoint(cfg: Config, defaultPort: number, sinkName: strin
 export function openStream(ep: StreamEndpoint, timeoutMs: number, signal?: AbortSignal): Promise<Socket> {
   return new Promise<Socket>((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason as Error);
-    const sock: Socket = ep.tls ? tlsConnect(ep.tls) : netConnect({ host: ep.host, port: ep.port });
+    const lookup = ep.lookup ? { lookup: ep.lookup } : {};
+    const sock: Socket = ep.tls ? tlsConnect({ ...ep.tls, ...lookup }) : netConnect({ host: ep.host, port: ep.port, ...lookup });
     const done = (err?: Error): void => {
       clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);

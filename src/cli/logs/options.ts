@@ -33,6 +33,7 @@ export interface LogsFlags {
   followLag?: string;
   pollInterval?: string;
   run?: string;
+  raw?: boolean;
 }
 
 /**
@@ -84,6 +85,8 @@ export interface LogsOptions {
   followLagMs: number;
   /** --follow: how often the log server is asked for new lines. */
   pollIntervalMs: number;
+  /** --raw: print the lines' control characters as they are, also on a terminal. */
+  raw: boolean;
 }
 
 export const DEFAULT_PAGE_SIZE = 5000;
@@ -184,6 +187,7 @@ export function completeOptions(ref: string, flags: LogsFlags, env: NodeJS.Proce
     follow: flags.follow ?? false,
     followLagMs: flags.followLag !== undefined ? parseDuration(flags.followLag, '--follow-lag') : DEFAULT_FOLLOW_LAG_MS,
     pollIntervalMs: flags.pollInterval !== undefined ? parseDuration(flags.pollInterval, '--poll-interval') : DEFAULT_POLL_INTERVAL_MS,
+    raw: flags.raw ?? false,
   };
 }
 

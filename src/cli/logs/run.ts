@@ -8,6 +8,7 @@ import { readCluster, type ClusterView, type JobState } from './cluster.ts';
 import { parseOptions, type LogsFlags, type LogsOptions } from './options.ts';
 import { credentialLabel, plan, type CredentialPlan, type Plan } from './resolve.ts';
 import { chooseRun, formatRuns, mergeRuns, runPattern } from './runs.ts';
+import { applyPolicy, controlPolicy, escapeJsonControls, isTerminal, type ControlPolicy } from '../terminal.ts';
 
 function bad(msg: string): never {
   throw new JobharvestError(ERROR_CODES.BAD_INPUT, msg);
@@ -73,15 +74,23 @@ class Out {
   }
 }
 
-export function formatLine(l: LogLine, ctx: { namespace: string; job: string }, o: { output?: string; timestamps?: boolean; prefix?: boolean }): string {
+/**
+ * One log line as printed. `controls: 'escape'` (stdout is a terminal, no
+ * --raw) prints the control characters of the message and of the pod and
+ * container names as visible escapes: all three come from the log server,
+ * which holds what a tenant's program wrote. -o json escapes them always, as
+ * JSON escapes that decode to the same text.
+ */
+export function formatLine(l: LogLine, ctx: { namespace: string; job: string }, o: { output?: string; timestamps?: boolean; prefix?: boolean; controls?: ControlPolicy }): string {
   if (o.output === 'json') {
-    return JSON.stringify({ time: formatTimeNs(l.ns), namespace: ctx.namespace, job: ctx.job, pod: l.pod, container: l.container, restart: l.restart, stream: l.stream, message: l.message }) + '\n';
+    return escapeJsonControls(JSON.stringify({ time: formatTimeNs(l.ns), namespace: ctx.namespace, job: ctx.job, pod: l.pod, container: l.container, restart: l.restart, stream: l.stream, message: l.message })) + '\n';
   }
-  const head = `${o.prefix ? `[pod/${l.pod}/${l.container}] ` : ''}${o.timestamps ? `${formatTimeNs(l.ns)} ` : ''}`;
+  const policy = o.controls ?? 'keep';
+  const head = applyPolicy(policy, `${o.prefix ? `[pod/${l.pod}/${l.container}] ` : ''}${o.timestamps ? `${formatTimeNs(l.ns)} ` : ''}`);
   // A joined record (a stack trace, say) is printed as the lines it was written as, each with the head, as kubectl logs shows them.
-  if (!l.message.includes('\n')) return `${head}${l.message}\n`;
+  if (!l.message.includes('\n')) return `${head}${applyPolicy(policy, l.message)}\n`;
   let out = '';
-  for (const line of l.message.split('\n')) out += `${head}${line}\n`;
+  for (const line of l.message.split('\n')) out += `${head}${applyPolicy(policy, line)}\n`;
   return out;
 }
 
@@ -300,14 +309,19 @@ export async function runLogs(ref: string, flags: LogsFlags, out: NodeJS.Writabl
   const view = cluster ?? (await readCluster(o));
   const p = plan(o, view);
   const q = buildQuery(o, p, Date.now());
+  // Lines follow --raw; the command's own text (which quotes annotations, a
+  // server's error, names the log server lists) is escaped on a terminal always.
+  const lineControls = controlPolicy(isTerminal(out), o.raw);
+  const say = (s: string) => out.write(applyPolicy(controlPolicy(isTerminal(out)), s));
+  const warn = (s: string) => err.write(applyPolicy(controlPolicy(isTerminal(err)), s));
   if (o.explain) {
-    out.write(explainText(p, q, [...p.warnings, ...p.explainWarnings]));
+    say(explainText(p, q, [...p.warnings, ...p.explainWarnings]));
     return 0;
   }
   const creds = await loadCredentials(p.credentials, o, view);
-  for (const w of [...p.warnings, ...creds.warnings]) err.write(`warning: ${w}\n`);
+  for (const w of [...p.warnings, ...creds.warnings]) warn(`warning: ${w}\n`);
   if (typeof p.target === 'string') {
-    err.write(`jobharvest logs: cannot query: ${p.target}\n`);
+    warn(`jobharvest logs: cannot query: ${p.target}\n`);
     return 2;
   }
   const ca = o.caFile ? readSecretFile(o.caFile, '--ca-file') : undefined;
@@ -318,7 +332,7 @@ export async function runLogs(ref: string, flags: LogsFlags, out: NodeJS.Writabl
     if (!client.jobs) note = `${client.kind} lists no Jobs here: only the runs whose Jobs still exist are shown`;
     const runs = mergeRuns(o.job, view.cronJobRuns ?? [], onServer);
     if (o.run === undefined) {
-      out.write(formatRuns(o.job, runs, note));
+      say(formatRuns(o.job, runs, note));
       return 0;
     }
     const chosen = chooseRun(runs, o.run);
@@ -326,12 +340,12 @@ export async function runLogs(ref: string, flags: LogsFlags, out: NodeJS.Writabl
   }
   const w = new Out(out);
   let n = 0;
-  const lines = o.follow ? followLines(client, q, o, view.jobState, realClock, (note) => err.write(`jobharvest logs: ${note}\n`)) : selectLines(client, q, o);
+  const lines = o.follow ? followLines(client, q, o, view.jobState, realClock, (note) => warn(`jobharvest logs: ${note}\n`)) : selectLines(client, q, o);
   for await (const l of lines) {
     if (w.closed) break;
-    await w.write(formatLine(l, p, o));
+    await w.write(formatLine(l, p, { ...o, controls: lineControls }));
     n++;
   }
-  if (n === 0 && p.jobFound !== 'exists') err.write(`jobharvest logs: no lines found for job/${p.job} in namespace ${p.namespace} at ${redactUrls(p.target.endpoint)}\n`);
+  if (n === 0 && p.jobFound !== 'exists') warn(`jobharvest logs: no lines found for job/${p.job} in namespace ${p.namespace} at ${redactUrls(p.target.endpoint)}\n`);
   return 0;
 }
