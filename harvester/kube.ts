@@ -78,7 +78,14 @@ export function harvestApi(kc: KubeConfig): HarvestApi {
       }
     },
     async listPods(namespace, jobUid) {
-      return (await core.listNamespacedPod({ namespace, labelSelector: `${CONTROLLER_UID_LABEL}=${jobUid}` })).items;
+      const pods: V1Pod[] = [];
+      let cont: string | undefined;
+      do {
+        const page = await core.listNamespacedPod({ namespace, labelSelector: `${CONTROLLER_UID_LABEL}=${jobUid}`, limit: LIST_PAGE_LIMIT, ...(cont ? { _continue: cont } : {}) });
+        pods.push(...page.items);
+        cont = page.metadata?._continue || undefined;
+      } while (cont);
+      return pods;
     },
     patchJob: (namespace, name, body) => write(() => batch.patchNamespacedJob({ name, namespace, body }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch))),
     async createEvent(namespace, body) {
@@ -114,8 +121,16 @@ export interface JobWatch {
 
 interface Listed<T> {
   items: T[];
-  metadata?: { resourceVersion?: string };
+  metadata?: { resourceVersion?: string; _continue?: string };
 }
+
+/**
+ * Objects per list page. Every object listed here is a tenant's to write, up
+ * to the API server's ~1.5 MiB each, and a page is parsed whole: 50 bound one
+ * page to about 75 MiB in the worst case (a few hundred KiB for real Jobs and
+ * pods), where an unpaged list of 300 inflated pods was 300 MiB at once.
+ */
+export const LIST_PAGE_LIMIT = 50;
 
 /**
  * client-node's watch ends a request that has been silent this long (its own
@@ -133,12 +148,13 @@ const WATCH_TIMEOUT_SECONDS = [300, 600] as const;
 const SHORTEST_WATCH_MS = 1000;
 
 export interface ListWatchOptions<T> {
-  list: () => Promise<Listed<T>>;
+  /** One page of the list: `limit` objects from `cont` (undefined: the first page). */
+  list: (page: { limit: number; cont: string | undefined }) => Promise<Listed<T>>;
   path: string;
   query: Record<string, string>;
   onObject: (type: 'ADDED' | 'MODIFIED' | 'DELETED', obj: T) => void;
-  /** Every list, before its objects go to onObject as ADDED: the whole set, so that what is not in it is known to be gone. */
-  onList?: (items: T[]) => void;
+  /** After every list, all of its pages gone to onObject as ADDED: the uids listed, so that what is not among them is known to be gone. */
+  onList?: (uids: ReadonlySet<string>) => void;
   /** The level a failed list or watch is logged at (warn unless this says otherwise). */
   failureLevel?: (err: unknown) => Level;
   log: Log;
@@ -158,7 +174,7 @@ export interface ListWatchOptions<T> {
  * 410 (that version is too old) or a failed list lists again. Failures pause
  * with a doubling backoff. Every object seen goes to `onObject`; none is kept.
  */
-export function listWatch<T extends { metadata?: { resourceVersion?: string } }>(kc: KubeConfig, what: string, o: ListWatchOptions<T>): JobWatch {
+export function listWatch<T extends { metadata?: { resourceVersion?: string; uid?: string } }>(kc: KubeConfig, what: string, o: ListWatchOptions<T>): JobWatch {
   const watch = new Watch(kc);
   // A private field of client-node's Watch (2.0.x): the inactivity timeout.
   const w = watch as unknown as { requestTimeoutMs?: unknown };
@@ -189,18 +205,29 @@ export function listWatch<T extends { metadata?: { resourceVersion?: string } }>
     timer = undefined;
     if (done()) return;
     if (rv === undefined) {
-      let list: Listed<T>;
-      try {
-        o.stats?.count(o.resource ?? 'jobs', 'list');
-        list = await o.list();
-      } catch (err) {
-        failed(`${what} list failed; retrying`, err);
-        return;
-      }
-      if (done()) return;
-      o.onList?.(list.items);
-      for (const x of list.items) o.onObject('ADDED', x);
-      rv = list.metadata?.resourceVersion ?? '';
+      // Paged, each page handed on and let go before the next is asked for;
+      // every page is of the first page's snapshot. A continue token that
+      // expired (410) fails the list, which starts again from the first page.
+      const uids = new Set<string>();
+      let cont: string | undefined;
+      let last: Listed<T>;
+      do {
+        try {
+          o.stats?.count(o.resource ?? 'jobs', 'list');
+          last = await o.list({ limit: LIST_PAGE_LIMIT, cont });
+        } catch (err) {
+          failed(`${what} list failed; retrying`, err);
+          return;
+        }
+        if (done()) return;
+        for (const x of last.items) {
+          if (o.onList && x.metadata?.uid) uids.add(x.metadata.uid);
+          o.onObject('ADDED', x);
+        }
+        cont = last.metadata?._continue || undefined;
+      } while (cont);
+      o.onList?.(uids);
+      rv = last.metadata?.resourceVersion ?? '';
     }
     if (done()) return;
     const started = performance.now();
@@ -277,8 +304,8 @@ export interface JobWatchOptions {
   onJob: (job: V1Job) => void;
   /** An injected Job deleted (its last state). */
   onDeleted?: (job: V1Job) => void;
-  /** Every list of the injected Jobs, before their onJob calls: the Jobs that exist. */
-  onList?: (jobs: V1Job[]) => void;
+  /** After every list of the injected Jobs and their onJob calls: the uids of the Jobs that exist. */
+  onList?: (uids: ReadonlySet<string>) => void;
   signal: AbortSignal;
   retryMs?: number;
   stats?: WatchStats;
@@ -288,7 +315,7 @@ export interface JobWatchOptions {
 export function watchJobs(kc: KubeConfig, opts: JobWatchOptions): JobWatch {
   const batch = kc.makeApiClient(BatchV1Api);
   return listWatch<V1Job>(kc, 'job', {
-    list: () => batch.listJobForAllNamespaces({ labelSelector: JOB_SELECTOR }),
+    list: ({ limit, cont }) => batch.listJobForAllNamespaces({ labelSelector: JOB_SELECTOR, limit, ...(cont ? { _continue: cont } : {}) }),
     path: '/apis/batch/v1/jobs',
     query: { labelSelector: JOB_SELECTOR },
     onObject: (type, job) => {
@@ -316,8 +343,8 @@ export function watchJobPods(kc: KubeConfig, namespace: string, opts: { log: Log
   let refusedSince: number | undefined;
   let warned = false;
   return listWatch<V1Pod>(kc, `pod (${namespace})`, {
-    list: async () => {
-      const list = await core.listNamespacedPod({ namespace, labelSelector: CONTROLLER_UID_LABEL });
+    list: async ({ limit, cont }) => {
+      const list = await core.listNamespacedPod({ namespace, labelSelector: CONTROLLER_UID_LABEL, limit, ...(cont ? { _continue: cont } : {}) });
       refusedSince = undefined;
       return list;
     },

@@ -14,7 +14,7 @@ import { NAMES } from '../src/contract/env.ts';
 import { parseDestinations, type Destination } from './destinations.ts';
 import { deliveryRecordOf } from './hold.ts';
 import { harvestApi, kubeAccess, sharedConnections, watchJobPods, watchJobs } from './kube.ts';
-import { PodReports } from './pod-reports.ts';
+import { DEFAULT_BUDGET_BYTES, PodReports } from './pod-reports.ts';
 import { PodWatches } from './pod-watches.ts';
 import { startLeader } from './leader.ts';
 import { LEVELS, log, setLogLevel, type Level } from './log.ts';
@@ -22,6 +22,7 @@ import { startMetrics, WatchStats } from './metrics.ts';
 import { WorkQueue } from './queue.ts';
 import { Reconciler } from './reconcile.ts';
 import { DEFAULT_LIMITS, shipPod } from './ship.ts';
+import { verifyInjection } from './trust.ts';
 
 /** The longest hold: a week, as `ttlSecondsAfterFinished` arithmetic and timers stay exact far beyond it. */
 export const MAX_HOLD_LIMIT_SECONDS = 7 * 24 * 3600;
@@ -39,6 +40,8 @@ export interface HarvesterSettings {
   readonly renewDeadlineMs: number;
   readonly retryPeriodMs: number;
   readonly podsDoneTimeoutMs: number;
+  /** The bound of the kept pod reports' heap (harvester/pod-reports.ts). */
+  readonly podReportsBytes: number;
   readonly logsUrlTemplate: string | undefined;
   /** 0: no metrics endpoint. */
   readonly metricsPort: number;
@@ -66,6 +69,7 @@ export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = 
     .option('--retry-period-seconds <n>', 'between Lease attempts', int(1, 600))
     .option('--logs-url-template <t>', 'the chart\'s logsUrlTemplate: rewrite jobharvest.io/logs-url with the uid and the real end time once a Job is done')
     .option('--pods-done-timeout-seconds <n>', "how long a finished Job's pods may take to be done before reporting", int(1, 86_400), 300)
+    .option('--pod-reports-mib <n>', "heap for gone pods' sidecar reports, shared fairly among namespaces (see docs/harvester.md)", int(1, 4096), DEFAULT_BUDGET_BYTES / 2 ** 20)
     .option('--metrics-port <n>', 'serve Prometheus metrics on this port at /metrics (0: off)', int(0, 65_535), 0)
     .option('--log-level <level>', "debug, info, warn or error (default: $JOBHARVEST_LOG_LEVEL, else 'info')", (v: string): Level => {
       if (!(LEVELS as readonly string[]).includes(v)) throw new InvalidArgumentError(LEVELS.join(', '));
@@ -86,6 +90,7 @@ export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = 
     renewDeadlineSeconds?: number;
     retryPeriodSeconds?: number;
     podsDoneTimeoutSeconds: number;
+    podReportsMib: number;
     logsUrlTemplate?: string;
     metricsPort: number;
     logLevel?: Level;
@@ -108,6 +113,7 @@ export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = 
     renewDeadlineMs,
     retryPeriodMs,
     podsDoneTimeoutMs: o.podsDoneTimeoutSeconds * 1000,
+    podReportsBytes: o.podReportsMib * 2 ** 20,
     logsUrlTemplate: o.logsUrlTemplate || undefined,
     metricsPort: o.metricsPort,
     logLevel: o.logLevel ?? envLevel(env.JOBHARVEST_LOG_LEVEL),
@@ -132,12 +138,19 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
   const kc = kubeConfig(s.kubeconfig);
   // Set below; the reconciler asks it before every write.
   const current: { leader?: { isLeader(): boolean } } = {};
-  const reports = new PodReports(NAMES.container);
-  const stats = new WatchStats();
   // The leader's pod watches, per term; none while following.
   const term: { watches?: PodWatches } = {};
+  // Pods are kept only for the Jobs the current term's watches verified.
+  const reports = new PodReports({ container: NAMES.container, trusted: (ns, uid) => term.watches?.trusted(ns, uid), budgetBytes: s.podReportsBytes });
+  const stats = new WatchStats();
   if (s.metricsPort > 0) {
-    const m = await startMetrics(s.metricsPort, stats, { podWatches: () => term.watches?.size ?? 0, trackedJobs: () => term.watches?.jobs ?? 0, podReports: () => reports.count });
+    const m = await startMetrics(s.metricsPort, stats, {
+      podWatches: () => term.watches?.size ?? 0,
+      trackedJobs: () => term.watches?.jobs ?? 0,
+      podReports: () => reports.count,
+      podReportBytes: () => reports.usedBytes,
+      podReportsEvicted: () => reports.evicted,
+    });
     log('info', 'metrics at /metrics', { port: m.port });
   }
   const reconciler = new Reconciler({
@@ -173,6 +186,10 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
       const watches = new PodWatches({
         open: (ns) => watchJobPods(kc, ns, { log, signal, onPod: (p) => reports.observe(p), retryMs: 10_000, stats }),
         cares: (job) => !job.metadata?.deletionTimestamp && deliveryRecordOf(job, s.signingKey) === undefined,
+        verify: (job) => {
+          const v = verifyInjection(job, s.signingKey);
+          return v.ok ? v.value.sidecarDigest : undefined;
+        },
         forget: (uid) => reports.forget(uid),
         log,
       });
@@ -181,7 +198,7 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
         log,
         signal,
         stats,
-        onList: (jobs) => watches.resync(jobs),
+        onList: (uids) => watches.resync(uids),
         onJob: (job) => {
           watches.observe(job);
           if (Reconciler.wants(job)) queue.add(`${job.metadata!.namespace}/${job.metadata!.name}`);

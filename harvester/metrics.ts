@@ -24,6 +24,10 @@ export interface HarvesterGauges {
   trackedJobs(): number;
   /** Gone pods' sidecar reports kept for Jobs not yet recorded. */
   podReports(): number;
+  /** Their estimated heap, bounded by --pod-reports-mib. */
+  podReportBytes?(): number;
+  /** Kept reports let go to stay within that bound, since the start. */
+  podReportsEvicted?(): number;
 }
 
 export async function startMetrics(port: number, stats: WatchStats, gauges: HarvesterGauges): Promise<{ port: number; close(): Promise<void> }> {
@@ -44,6 +48,19 @@ export async function startMetrics(port: number, stats: WatchStats, gauges: Harv
   gauge('jobharvest_harvester_pod_watches', 'Namespaces whose Job pods the leader watches: those with injected Jobs not yet recorded.', gauges.podWatches);
   gauge('jobharvest_harvester_tracked_jobs', 'Injected Jobs the leader still cares about: not deleted and without their delivery record.', gauges.trackedJobs);
   gauge('jobharvest_harvester_pod_reports', "Gone pods whose sidecar's report is kept until their Job's record is written.", gauges.podReports);
+  if (gauges.podReportBytes) gauge('jobharvest_harvester_pod_report_bytes', 'Estimated heap of the kept pod reports, at most --pod-reports-mib.', gauges.podReportBytes);
+  if (gauges.podReportsEvicted) {
+    const read = gauges.podReportsEvicted;
+    new prom.Counter({
+      name: 'jobharvest_harvester_pod_reports_evicted_total',
+      help: 'Kept pod reports let go to stay within --pod-reports-mib (the namespace holding the most gives up its oldest).',
+      registers: [registry],
+      collect() {
+        this.reset();
+        this.inc(read());
+      },
+    });
+  }
   const counter = (name: string, help: string, read: (r: Resource) => number) =>
     new prom.Counter({
       name,

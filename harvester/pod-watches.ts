@@ -1,5 +1,9 @@
 // Which namespaces' Job pods the leader watches: exactly those holding an
-// injected Job it still cares about. The pod watch exists for the sidecar
+// injected Job it still cares about and whose injection signature verifies.
+// The `jobharvest.io/injected=true` label the Job watch selects on is only a
+// filter (anyone can set it), so a Job is verified once, when first seen, and
+// the result (its signed sidecar digest) is the cache harvester/pod-reports.ts
+// asks before it keeps any pod: a Job's template cannot change after creation. The pod watch exists for the sidecar
 // reports of pods that go before their Job is recorded (harvester/pod-reports.ts),
 // so a namespace is watched from its first such Job until its last one is
 // recorded or deleted, and no longer: a namespace that is deleted loses its
@@ -18,14 +22,16 @@ export interface PodWatchesOptions {
   open(namespace: string): { stop(): void };
   /** Whether a Job still needs its namespace watched: not being deleted, and no delivery record yet. */
   cares(job: V1Job): boolean;
+  /** The signed sidecar digest when the Job's injection signature verifies (harvester/trust.ts), else undefined. */
+  verify(job: V1Job): string | undefined;
   /** A Job that is gone (deleted, or no longer listed): what was kept for it can go. */
   forget?(jobUid: string): void;
   log?: Log;
 }
 
 interface Watched {
-  /** The uids of the Jobs the namespace is watched for. */
-  readonly jobs: Set<string>;
+  /** The uids of the verified Jobs the namespace is watched for → their signed sidecar digest. */
+  readonly jobs: Map<string, string>;
   readonly watch: { stop(): void };
 }
 
@@ -39,8 +45,11 @@ export class PodWatches {
   observe(job: V1Job): void {
     const id = idOf(job);
     if (!id) return;
-    if (this.o.cares(job)) this.retain(id.namespace, id.uid);
-    else this.release(id.namespace, id.uid, 'recorded');
+    if (this.o.cares(job)) {
+      if (this.namespaces.get(id.namespace)?.jobs.has(id.uid)) return;
+      const digest = this.o.verify(job);
+      if (digest !== undefined) this.retain(id.namespace, id.uid, digest);
+    } else this.release(id.namespace, id.uid, 'recorded');
   }
 
   /** A Job deleted. */
@@ -52,14 +61,12 @@ export class PodWatches {
   }
 
   /**
-   * The Jobs a fresh list returned, before they are observed one by one: every
-   * Job kept for that is not among them was deleted while the watch was down.
+   * The uids of the Jobs a fresh list returned (every page of it): every Job
+   * kept for that is not among them was deleted while the watch was down.
    */
-  resync(jobs: readonly V1Job[]): void {
-    const present = new Set<string>();
-    for (const j of jobs) if (j.metadata?.uid) present.add(j.metadata.uid);
+  resync(present: ReadonlySet<string>): void {
     for (const [namespace, w] of [...this.namespaces]) {
-      for (const uid of [...w.jobs]) {
+      for (const uid of [...w.jobs.keys()]) {
         if (present.has(uid)) continue;
         this.release(namespace, uid, 'gone');
         this.o.forget?.(uid);
@@ -90,15 +97,20 @@ export class PodWatches {
     return this.namespaces.has(namespace);
   }
 
-  private retain(namespace: string, uid: string): void {
+  /** The signed sidecar digest of a verified Job watched for in this namespace; undefined for any other. */
+  trusted(namespace: string, jobUid: string): string | undefined {
+    return this.namespaces.get(namespace)?.jobs.get(jobUid);
+  }
+
+  private retain(namespace: string, uid: string, digest: string): void {
     if (this.closed) return;
     let w = this.namespaces.get(namespace);
     if (!w) {
-      w = { jobs: new Set(), watch: this.o.open(namespace) };
+      w = { jobs: new Map(), watch: this.o.open(namespace) };
       this.namespaces.set(namespace, w);
       this.o.log?.('debug', 'watching the Job pods of a namespace', { namespace, watched: this.namespaces.size });
     }
-    w.jobs.add(uid);
+    w.jobs.set(uid, digest);
   }
 
   private release(namespace: string, uid: string, why: 'recorded' | 'deleted' | 'gone'): void {

@@ -124,9 +124,11 @@ export class Reconciler {
       log('debug', "the Job's pods cannot be listed (its namespace being deleted, or its log-reader binding missing); looking again", { ...at, error: (err as Error).message });
       return { kind: 'requeue', afterMs: this.retryMs };
     }
-    // Pods already gone (evicted, deleted) whose ended sidecar the pod watch saw: checked below like the rest.
-    const pods = [...listed, ...(this.o.reports?.gone(job.metadata?.uid, listed) ?? [])];
-    const { owned, foreign } = ownedPods(job, pods, verified.ok ? { name: verified.value.status.container, digest: verified.value.sidecarDigest } : undefined);
+    const { owned: there, foreign } = ownedPods(job, listed, verified.ok ? { name: verified.value.status.container, digest: verified.value.sidecarDigest } : undefined);
+    // Pods already gone (evicted, deleted) whose ended sidecar the pod watch saw:
+    // kept only for a verified Job and only when their sidecar was the signed
+    // one (harvester/pod-reports.ts), so they are its own; only their summary is left to check.
+    const owned = verified.ok ? [...there, ...(this.o.reports?.gone(job.metadata?.uid, listed) ?? [])] : there;
     const notes: string[] = [];
     if (foreign > 0) notes.push(`${foreign} pod(s) carry the Job's label but are not its own (not controlled by it, or not running the sidecar jobharvest rendered): ignored`);
     if (!verified.ok) {

@@ -50,7 +50,13 @@
 //     lines at warn naming one of those namespaces. The admission namespace's
 //     suspended Jobs keep its watch: pod_watches_before (1) stays after.
 //
-// Prints `untouched_jobs=… untouched_MiB=… rss_growth_MiB=… ratio_growth_to_size=…`,
+//   - Memory per kept pod report and per watched Job: bench/harvester/memory.ts
+//     in a child, first (HARVESTER_MEMORY=0 leaves it out; HARVESTER_MEMORY_ONLY=1
+//     prints only these rows, without a cluster).
+//
+// Prints `kept_pod message_bytes=… heap_bytes_per_pod=… estimate_bytes_per_pod=… fit_in_default_budget=…`
+// (three rows), `watched_job heap_bytes_per_job=… namespaces=…`, `uninjected_pods=300 kept=0 heap_growth_MiB=…`,
+// `untouched_jobs=… untouched_MiB=… rss_growth_MiB=… ratio_growth_to_size=…`,
 // `namespaces_created=… namespaces_deleted=… pod_watches_before=… pod_watches_peak=… pod_watches_after=… pod_lists_per_min_alive=… pod_lists_per_min_after=… warnings=… rss_start_MiB=… rss_peak_MiB=… rss_after_MiB=…`,
 // `harvests=… concurrency=… peak_rss_MiB=… limit_MiB=256` and
 // `admission_p50_ms=… admission_p99_ms=… baseline_p50_ms=… baseline_p99_ms=… ratio_p99=…`.
@@ -78,7 +84,7 @@ const ADMISSION_N = Number(process.env.ADMISSION_JOBS ?? 50);
 const RUNNING_AT_ONCE = 25;
 /** The 503 body for the harvester; HOSTILE_BODY_MIB=0 gives a control run with empty answers. */
 const BODY_MIB = Number(process.env.HOSTILE_BODY_MIB ?? 30);
-const LIMIT_MIB = 256;
+const LIMIT_MIB = 320;
 const RUN_LIMIT_MS = 14 * 60_000;
 const NAME = 'hvbench';
 const WORK_NS = `${NAME}-work`;
@@ -356,7 +362,19 @@ async function namespacesPhase(o: { info: { server: string; token: string; caPem
   }
 }
 
+/**
+ * The leader's memory per kept pod report and per watched Job
+ * (bench/harvester/memory.ts), measured in a child with --expose-gc, before the
+ * cluster starts: heap figures need a full collection, and no cluster.
+ */
+function memoryRows(): void {
+  const out = execFileSync(process.execPath, ['--expose-gc', '--import', 'tsx', 'bench/harvester/memory.ts'], { encoding: 'utf8', timeout: 120_000 });
+  for (const line of out.trim().split('\n')) console.log(line);
+}
+
 async function main(): Promise<void> {
+  if (process.env.HARVESTER_MEMORY !== '0') memoryRows();
+  if (process.env.HARVESTER_MEMORY_ONLY === '1') return;
   ensureSidecarBundle();
   const server = new HostileServer();
   const endpoint = await server.start();

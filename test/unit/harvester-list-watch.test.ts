@@ -6,7 +6,7 @@ import { HttpMethod, KubeConfig, RequestContext, type V1Pod } from '@kubernetes/
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { REFUSED_GRACE_MS, sharedConnections, watchJobPods, type JobWatch } from '../../harvester/kube.ts';
+import { LIST_PAGE_LIMIT, REFUSED_GRACE_MS, sharedConnections, watchJobPods, type JobWatch } from '../../harvester/kube.ts';
 import type { Level } from '../../harvester/log.ts';
 import { WatchStats } from '../../harvester/metrics.ts';
 import { namespaceGoing } from '../../harvester/api-errors.ts';
@@ -121,6 +121,23 @@ describe('listWatch', () => {
     expect(logs.filter((l) => l.level !== 'debug')).toEqual([]);
     expect(stats.lists.pods).toBe(1);
     expect(stats.watches.pods).toBe(3);
+  });
+
+  it('lists in pages of LIST_PAGE_LIMIT, following the continue token, and watches from the list\'s resourceVersion', async () => {
+    const f = await fake();
+    const page = (rv: string, items: V1Pod[], cont?: string): Answer => (res) =>
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ kind: 'PodList', apiVersion: 'v1', metadata: { resourceVersion: rv, ...(cont ? { continue: cont } : {}) }, items }));
+    f.listAnswers.push(page('10', [pod('a', '8')], 'token-2'), page('10', [pod('b', '9')], 'token-3'), page('10', [pod('c', '7')]));
+    f.watchAnswers.push(hang);
+    const { seen } = start(f);
+    await until('the watch', () => f.watches.length >= 1);
+    expect(f.lists.map((q) => [q.get('limit'), q.get('continue')])).toEqual([
+      [String(LIST_PAGE_LIMIT), null],
+      [String(LIST_PAGE_LIMIT), 'token-2'],
+      [String(LIST_PAGE_LIMIT), 'token-3'],
+    ]);
+    expect(seen).toEqual(['a@8', 'b@9', 'c@7']);
+    expect(f.watches[0]?.get('resourceVersion')).toBe('10');
   });
 
   it('lists again after a 410 in the stream (the version was compacted away)', async () => {

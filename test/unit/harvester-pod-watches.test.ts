@@ -7,13 +7,14 @@ import { describe, expect, it } from 'vitest';
 import { DELIVERY_ANNOTATION } from '../../src/contract/harvest.ts';
 import { PodWatches } from '../../harvester/pod-watches.ts';
 
-function job(namespace: string, name: string, o: { recorded?: boolean; deleting?: boolean } = {}): V1Job {
+function job(namespace: string, name: string, o: { recorded?: boolean; deleting?: boolean; forged?: boolean } = {}): V1Job {
   return {
     metadata: {
       namespace,
       name,
       uid: `${namespace}-${name}-uid`,
       ...(o.recorded ? { annotations: { [DELIVERY_ANNOTATION]: '{"sink":"http"}' } } : {}),
+      ...(o.forged ? { labels: { forged: 'true' } } : {}),
       ...(o.deleting ? { deletionTimestamp: new Date() } : {}),
     },
   };
@@ -25,6 +26,7 @@ function harness() {
   const calls: string[] = [];
   const forgotten: string[] = [];
   const logs: Array<[string, string]> = [];
+  const verified: string[] = [];
   const w = new PodWatches({
     open: (ns) => {
       expect(open.has(ns), `${ns} opened twice`).toBe(false);
@@ -39,10 +41,15 @@ function harness() {
     },
     // The test's stand-in for "no signed delivery record, not being deleted".
     cares: (j) => !j.metadata?.deletionTimestamp && !j.metadata?.annotations?.[DELIVERY_ANNOTATION],
+    // The test's stand-in for harvester/trust.ts's verifyInjection: a forged Job fails it.
+    verify: (j) => {
+      verified.push(j.metadata!.uid!);
+      return j.metadata?.labels?.forged ? undefined : `digest-of-${j.metadata?.uid}`;
+    },
     forget: (uid) => forgotten.push(uid),
     log: (level, msg) => logs.push([level, msg]),
   });
-  return { w, open, calls, forgotten, logs };
+  return { w, open, calls, forgotten, logs, verified };
 }
 
 describe('PodWatches', () => {
@@ -86,6 +93,24 @@ describe('PodWatches', () => {
     expect(w.size).toBe(0);
   });
 
+  it('a Job whose injection signature does not verify (the label is anyone\'s to set) opens no watch and vouches for no pod', () => {
+    const { w, open, verified } = harness();
+    for (let i = 0; i < 100; i++) w.observe(job('tenant', `forged-${i}`, { forged: true }));
+    expect(open.size).toBe(0);
+    expect(w.jobs).toBe(0);
+    expect(w.trusted('tenant', 'tenant-forged-0-uid')).toBeUndefined();
+    // A verified Job is verified once, and vouches only in its own namespace.
+    w.observe(job('team', 'real'));
+    w.observe(job('team', 'real'));
+    expect([...open]).toEqual(['team']);
+    expect(verified.filter((u) => u === 'team-real-uid')).toHaveLength(1);
+    expect(w.trusted('team', 'team-real-uid')).toBe('digest-of-team-real-uid');
+    expect(w.trusted('tenant', 'team-real-uid')).toBeUndefined();
+    // Recorded: no longer vouched for.
+    w.observe(job('team', 'real', { recorded: true }));
+    expect(w.trusted('team', 'team-real-uid')).toBeUndefined();
+  });
+
   it('a Job that comes back unrecorded (its record removed) is watched again', () => {
     const { w, calls } = harness();
     w.observe(job('a', 'j'));
@@ -99,7 +124,7 @@ describe('PodWatches', () => {
     w.observe(job('a', 'j1'));
     w.observe(job('b', 'j1'));
     w.observe(job('b', 'j2'));
-    w.resync([job('b', 'j2')]);
+    w.resync(new Set([job('b', 'j2').metadata!.uid!]));
     expect([...open]).toEqual(['b']);
     expect(w.jobs).toBe(1);
     expect(forgotten.sort()).toEqual(['a-j1-uid', 'b-j1-uid']);

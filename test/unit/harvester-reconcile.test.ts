@@ -275,20 +275,25 @@ describe('reconcile', () => {
     const j = injectedJob();
     j.status = { ...j.status, conditions: [{ type: 'Failed', status: 'True', lastTransitionTime: new Date(Date.now() - 1000) }], failed: 1 };
     const api = new FakeApi(j, []);
-    const reports = new PodReports('jobharvest');
+    // Kept for the Job the leader verified, as harvester/main.ts wires it.
+    const v = verifyInjection(j, KEY);
+    const digest = v.ok ? v.value.sidecarDigest : undefined;
+    const reports = new PodReports({ container: 'jobharvest', trusted: (ns, uid) => (ns === 'team-a' && uid === 'job-uid' ? digest : undefined) });
     const evicted = pod('build-abcde', encodeTermination({ state: 'complete', mode: 'node', sink: 'http', shipped: 3900, unsent: 0, dead_lettered: 0 }, [], ['main/0']));
     evicted.status!.phase = 'Failed';
     reports.observe(evicted);
-    // A forged one: another sidecar under the name, carrying a count of its choosing.
+    // A forged one: another sidecar under the name, carrying a count of its
+    // choosing. Not its Job's signed sidecar, so it is not even kept.
     const forged = pod('build-fghij', encodeTermination({ state: 'complete', mode: 'node', sink: 'http', shipped: 1_000_000, unsent: 0, dead_lettered: 0 }, [], []));
     forged.spec!.initContainers![0]!.env!.push({ name: 'JOBHARVEST_HEADERS', value: 'x=y' });
     reports.observe(forged);
+    expect(reports.count).toBe(1);
     const shipped: ShipRequest[] = [];
     await run(reconciler(api, shipped, { reports }));
     expect(shipped).toHaveLength(0);
     expect(api.delivery()).toMatchObject({ pods: 1, shipped: 3900, lost: 0, unaccounted: 0 });
-    expect(api.delivery()?.notes).toEqual([expect.stringContaining('1 pod(s) carry the Job')]);
-    expect(reports.count).toBe(2);
+    expect(api.delivery()?.notes ?? []).toEqual([]);
+    expect(reports.count).toBe(1);
     // The record is written: the next look at the Job lets them go.
     await run(reconciler(api, shipped, { reports }));
     expect(reports.count).toBe(0);

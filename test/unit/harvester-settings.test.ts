@@ -1,5 +1,6 @@
-// The harvester's flags that are not about harvesting: its metrics endpoint
-// and its log level (the chart's harvester.logLevel arrives as JOBHARVEST_LOG_LEVEL).
+// The harvester's flags that are not about harvesting: its metrics endpoint,
+// its log level (the chart's harvester.logLevel arrives as JOBHARVEST_LOG_LEVEL)
+// and the bound of its kept pod reports (harvester.podReportsMiB).
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -24,6 +25,13 @@ describe('harvester settings', () => {
     expect(parseSettings(['--signing-key-file', f, '--metrics-port', '9464'], {}).metricsPort).toBe(9464);
     expect(parseSettings(['--signing-key-file', f], { JOBHARVEST_LOG_LEVEL: 'debug' }).logLevel).toBe('debug');
     expect(parseSettings(['--signing-key-file', f, '--log-level', 'warn'], { JOBHARVEST_LOG_LEVEL: 'debug' }).logLevel).toBe('warn');
+  });
+
+  it('--pod-reports-mib: the kept reports\' heap, 32 MiB unless asked, at least 1', () => {
+    const f = keyFile();
+    expect(parseSettings(['--signing-key-file', f], {}).podReportsBytes).toBe(32 * 2 ** 20);
+    expect(parseSettings(['--signing-key-file', f, '--pod-reports-mib', '64'], {}).podReportsBytes).toBe(64 * 2 ** 20);
+    expect(() => parseSettings(['--signing-key-file', f, '--pod-reports-mib', '0'], {})).toThrow();
   });
 
   it('refuses a level it does not know', () => {
