@@ -39,7 +39,9 @@ function portName(suffix: string): string | undefined {
   return name;
 }
 
-function suffixLink(suffix: string): ServiceLink['port'] | null {
+type LinkPort = NonNullable<ServiceLink['port']>;
+
+function suffixLink(suffix: string): LinkPort | null {
   if (suffix === '_SERVICE_HOST' || suffix === '_SERVICE_PORT' || suffix === '_PORT') return {};
   if (suffix.startsWith('_SERVICE_PORT_')) {
     const name = portName(suffix.slice('_SERVICE_PORT_'.length));

@@ -1,4 +1,4 @@
-import { ENV, NAMES, SUBPATH_EXPR, type SourceMode } from '../contract/env.ts';
+import { ENV, NAMES, SUBPATH_EXPR, type EnvVarSpec, type SourceMode } from '../contract/env.ts';
 import { serviceLinkCanSet } from '../contract/service-links.ts';
 import type { InjectionStatus } from '../contract/harvest.ts';
 import { VERSION } from '../contract/version.ts';
@@ -301,7 +301,7 @@ function tokenVolume(): Volume {
 // Contract variables a Service in the pod's namespace could set through the
 // kubelet's service links (src/contract/service-links.ts), e.g.
 // JOBHARVEST_METRICS_PORT from a Service `jobharvest-metrics`.
-const SERVICE_LINKABLE = Object.values(ENV).filter((v) => serviceLinkCanSet(v.name));
+const SERVICE_LINKABLE: readonly EnvVarSpec[] = Object.values(ENV).filter((v) => serviceLinkCanSet(v.name));
 
 /**
  * Sets each contract variable a service link could supply, at the value the
