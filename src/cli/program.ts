@@ -64,7 +64,7 @@ export function program(): Command {
 
   prog
     .command('webhook')
-    .description('serve the admission webhook (without a kubeconfig: standalone with a self-generated certificate)')
+    .description('serve the admission webhook (with --standalone: no cluster, a self-generated certificate; without a kubeconfig or token otherwise it refuses to start)')
     .option('--config <file>', 'configuration file')
     .option('--host <host>', 'listen address', '127.0.0.1')
     .option('--port <port>', 'listen port', '8443')

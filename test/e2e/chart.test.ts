@@ -347,6 +347,9 @@ describe('the rendered objects', () => {
     expect(c.resources?.limits?.memory).toBeDefined();
     expect(c.env).toContainEqual({ name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } });
     expect(pod.priorityClassName).toBe('system-cluster-critical');
+    // Without its token the webhook refuses to start rather than run standalone.
+    expect(pod.automountServiceAccountToken).toBe(true);
+    expect(harvesterDeployment(objects).spec!.template.spec!.automountServiceAccountToken).toBe(true);
     expect(pod.nodeSelector).toEqual({ pool: 'infra' });
     expect(pod.tolerations).toEqual([{ key: 'infra', operator: 'Exists' }]);
     expect(c.args?.slice(0, 2)).toEqual(['/app/jobharvest.mjs', 'webhook']);
