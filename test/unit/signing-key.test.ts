@@ -1,0 +1,58 @@
+import type { V1Job } from '@kubernetes/client-node';
+import { createHmac } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { checkSignature, keyId, PURPOSE, sign, SIGNATURE_ANNOTATION, verify } from '../../src/contract/signature.ts';
+import { mutateJob } from '../../src/core/mutate.ts';
+import { verifyInjection } from '../../harvester/trust.ts';
+import { durableConfig, job, optedIn } from './fixtures.ts';
+
+const KEY = Buffer.from('0123456789abcdef0123456789abcdef');
+const OLD_KEY = Buffer.from('an-older-key-an-older-key-32-byt');
+
+function injected(key: Buffer): V1Job {
+  const r = mutateJob(job('build') as never, { config: durableConfig(), namespace: optedIn('team-a'), signingKey: key, now: 0 });
+  const j = r.job as V1Job;
+  return { ...j, metadata: { ...j.metadata, namespace: 'team-a' } };
+}
+
+describe('the signature names its key', () => {
+  it('carries the key id, which differs between keys and does not contain the key', () => {
+    const sig = sign(KEY, PURPOSE.hold, ['uid', 'body']);
+    expect(sig.split('.')).toEqual(['v2', keyId(KEY), expect.stringMatching(/^[A-Za-z0-9_-]{43}$/)]);
+    expect(keyId(KEY)).not.toBe(keyId(OLD_KEY));
+    expect(KEY.toString()).not.toContain(keyId(KEY));
+  });
+
+  it('a signature made with another key reads "key changed", naming both ids; a forged one does not', () => {
+    const parts = ['team-a', 'status', 'digest'];
+    expect(checkSignature(KEY, PURPOSE.injection, parts, sign(KEY, PURPOSE.injection, parts))).toEqual({ ok: true });
+    expect(checkSignature(KEY, PURPOSE.injection, parts, sign(OLD_KEY, PURPOSE.injection, parts))).toEqual({ ok: false, keyChanged: keyId(OLD_KEY) });
+    // A MAC made up under this key's id: altered or forged, not a key change.
+    const forged = `v2.${keyId(KEY)}.${'A'.repeat(43)}`;
+    expect(checkSignature(KEY, PURPOSE.injection, parts, forged)).toEqual({ ok: false, keyChanged: undefined });
+    expect(checkSignature(KEY, PURPOSE.injection, parts, 'v2.nodot')).toEqual({ ok: false, keyChanged: undefined });
+    expect(checkSignature(KEY, PURPOSE.injection, parts, 42)).toEqual({ ok: false, keyChanged: undefined });
+    // The MAC decides; a key id edited onto a genuine signature changes nothing.
+    const genuine = sign(KEY, PURPOSE.injection, parts).split('.');
+    expect(verify(KEY, PURPOSE.injection, parts, `v2.zzzzzzzz.${genuine[2]}`)).toBe(true);
+  });
+
+  it('still verifies a signature written before key ids (v1.<mac>)', () => {
+    const parts = ['uid', 'body'];
+    const h = createHmac('sha256', KEY);
+    for (const p of [PURPOSE.hold, ...parts]) h.update(`${Buffer.byteLength(p)}:${p};`);
+    const legacy = `v1.${h.digest('base64url')}`;
+    expect(verify(KEY, PURPOSE.hold, parts, legacy)).toBe(true);
+    expect(verify(OLD_KEY, PURPOSE.hold, parts, legacy)).toBe(false);
+  });
+
+  it('the harvester says "another signing key" for a Job injected before the key changed, and "forged or altered" for a forgery', () => {
+    const before = injected(OLD_KEY);
+    const v = verifyInjection(before, KEY);
+    expect(v).toMatchObject({ ok: false, why: expect.stringContaining(`signed with another signing key (key id ${keyId(OLD_KEY)}, this one's is ${keyId(KEY)})`) });
+    expect(v.ok ? '' : v.why).not.toMatch(/forged/);
+    const forged = injected(KEY);
+    forged.metadata!.annotations![SIGNATURE_ANNOTATION] = `v2.${keyId(KEY)}.${'A'.repeat(43)}`;
+    expect(verifyInjection(forged, KEY)).toMatchObject({ ok: false, why: expect.stringContaining('forged or altered') });
+  });
+});
