@@ -35,6 +35,8 @@ export interface WebhookOptions {
   harvesterServiceAccount: string | undefined;
   /** The key injections are signed with; the harvester verifies with the same one. */
   signingKeyFile: string | undefined;
+  /** In cluster: the Secret the key is read from, created once if absent (k8s/signing-secret.ts). */
+  signingSecret: string | undefined;
   certIntervalMs: number | undefined;
   caBundleIntervalMs: number | undefined;
 }
@@ -80,6 +82,7 @@ export async function runWebhook(flags: WebhookOptions): Promise<void> {
       apiRbac: flags.apiRbac,
       harvesterServiceAccount: flags.harvesterServiceAccount,
       signingKey,
+      signingSecret: flags.signingSecret,
       tlsCertFile: flags.tlsCert,
       tlsKeyFile: flags.tlsKey,
       ...(certIntervalMs ? { certIntervalMs } : {}),

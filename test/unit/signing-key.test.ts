@@ -56,3 +56,64 @@ describe('the signature names its key', () => {
     expect(verifyInjection(forged, KEY)).toMatchObject({ ok: false, why: expect.stringContaining('forged or altered') });
   });
 });
+
+describe('the signing key Secret is created once', () => {
+  type Secret = { metadata?: { name?: string }; data?: Record<string, string> };
+  function fakeCore(initial?: Secret, opts: { raceWith?: Secret } = {}) {
+    let stored = initial;
+    const calls: string[] = [];
+    return {
+      calls,
+      stored: () => stored,
+      readNamespacedSecret: async ({ name }: { name: string }) => {
+        calls.push(`get ${name}`);
+        if (!stored) throw Object.assign(new Error('not found'), { code: 404 });
+        return stored;
+      },
+      createNamespacedSecret: async ({ body }: { body: Secret }) => {
+        calls.push(`create ${body.metadata?.name}`);
+        if (opts.raceWith) {
+          stored = opts.raceWith;
+          throw Object.assign(new Error('already exists'), { code: 409 });
+        }
+        if (stored) throw Object.assign(new Error('already exists'), { code: 409 });
+        stored = body;
+        return body;
+      },
+    };
+  }
+  const o = { namespace: 'jobharvest', name: 'jh-signing', labels: {}, log: () => {} };
+
+  it('creates a random key when the Secret is absent, and every later start reads that same key', async () => {
+    const { ensureSigningKey } = await import('../../src/k8s/signing-secret.ts');
+    const core = fakeCore();
+    const first = await ensureSigningKey(core as never, o);
+    expect(first.length).toBeGreaterThanOrEqual(32);
+    expect(core.calls).toEqual(['get jh-signing', 'create jh-signing']);
+    const again = await ensureSigningKey(core as never, o);
+    expect(again.equals(first)).toBe(true);
+    expect(core.calls.slice(2)).toEqual(['get jh-signing']);
+    // Another install gets another key.
+    expect((await ensureSigningKey(fakeCore() as never, o)).equals(first)).toBe(false);
+  });
+
+  it("keeps an existing Secret's key (an earlier chart's, or the operator's), and takes the winner's after a create race", async () => {
+    const { ensureSigningKey } = await import('../../src/k8s/signing-secret.ts');
+    const existing = { metadata: { name: 'jh-signing' }, data: { key: Buffer.from('an-operator-chosen-key-of-32-byt\n').toString('base64') } };
+    const core = fakeCore(existing);
+    expect((await ensureSigningKey(core as never, o)).toString()).toBe('an-operator-chosen-key-of-32-byt');
+    expect(core.calls).toEqual(['get jh-signing']);
+    const race = fakeCore(undefined, { raceWith: existing });
+    expect((await ensureSigningKey(race as never, o)).toString()).toBe('an-operator-chosen-key-of-32-byt');
+    expect(race.calls).toEqual(['get jh-signing', 'create jh-signing', 'get jh-signing']);
+  });
+
+  it('never replaces a Secret without a usable key: that is the operator\'s to fix', async () => {
+    const { ensureSigningKey } = await import('../../src/k8s/signing-secret.ts');
+    const empty = fakeCore({ metadata: { name: 'jh-signing' }, data: {} });
+    await expect(ensureSigningKey(empty as never, o)).rejects.toThrow(/has no "key"/);
+    const short = fakeCore({ metadata: { name: 'jh-signing' }, data: { key: Buffer.from('short').toString('base64') } });
+    await expect(ensureSigningKey(short as never, o)).rejects.toThrow(/at least 16 bytes/);
+    expect([...empty.calls, ...short.calls].filter((c) => c.startsWith('create'))).toEqual([]);
+  });
+});
