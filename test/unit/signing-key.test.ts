@@ -117,3 +117,13 @@ describe('the signing key Secret is created once', () => {
     expect([...empty.calls, ...short.calls].filter((c) => c.startsWith('create'))).toEqual([]);
   });
 });
+
+describe('the webhook\'s signing flags', () => {
+  it('takes one key source, and --signing-secret only with a cluster', async () => {
+    const { webhookOptions } = await import('../../src/cli/webhook-flags.ts');
+    const base = { host: '127.0.0.1', port: '0', serviceName: 'jh', logReaderClusterrole: 'r', apiRbac: true };
+    expect(webhookOptions({ ...base, signingSecret: 'jh-signing' }).signingSecret).toBe('jh-signing');
+    expect(() => webhookOptions({ ...base, signingSecret: 'jh-signing', signingKeyFile: '/k' })).toThrow(/--signing-key-file and --signing-secret cannot both be given/);
+    expect(() => webhookOptions({ ...base, signingSecret: 'jh-signing', standalone: true })).toThrow(/--signing-secret needs a cluster/);
+  });
+});
