@@ -37,8 +37,6 @@ export function jobStateOf(job: { metadata?: { uid?: string; annotations?: Recor
   return finished ? 'finished' : 'running';
 }
 
-type Api = typeof import('@kubernetes/client-node');
-
 function why(e: unknown): string {
   const code = (e as { code?: number }).code;
   return code === 404 ? 'not found' : code === 403 ? 'forbidden' : code ? `HTTP ${code}` : ((e as NodeJS.ErrnoException).code ?? 'unreachable');
@@ -90,7 +88,7 @@ export async function readChartConfig(
  * later, and only those the resolution allows.
  */
 export async function readCluster(o: Pick<LogsOptions, 'kubeconfig' | 'context' | 'namespace' | 'job' | 'chartNamespace' | 'release'> & { cronJob?: boolean }): Promise<ClusterView> {
-  const k8s: Api = await import('@kubernetes/client-node');
+  const k8s = await import('@kubernetes/client-node');
   const kc = new k8s.KubeConfig();
   try {
     if (o.kubeconfig) kc.loadFromFile(o.kubeconfig);

@@ -88,7 +88,7 @@ export function chooseRelease(all: readonly Release[], filter: { namespace?: str
  */
 export function ownershipProblem(cm: ConfigMapLike, r: Release): string | undefined {
   const a = cm.metadata?.annotations ?? {};
-  if (cm.metadata?.name !== r.service || cm.metadata?.namespace !== undefined && cm.metadata.namespace !== r.namespace) return `not ${r.namespace}/${r.service}`;
+  if (cm.metadata?.name !== r.service || (cm.metadata?.namespace !== undefined && cm.metadata.namespace !== r.namespace)) return `not ${r.namespace}/${r.service}`;
   if (r.owner?.kind === 'helm') {
     if (a[HELM_RELEASE_NAME] !== r.owner.release || a[HELM_RELEASE_NAMESPACE] !== r.owner.namespace) {
       return `its ${HELM_RELEASE_NAME}/${HELM_RELEASE_NAMESPACE} annotations are not those of release ${r.owner.namespace}/${r.owner.release}`;
