@@ -6,7 +6,7 @@
 import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import { NAMES } from '../src/contract/env.ts';
 import { STATUS_ANNOTATION, type InjectionStatus } from '../src/contract/harvest.ts';
-import { injectionParts, PURPOSE, sidecarDigest, sign, SIGNATURE_ANNOTATION, verify, type SigningKey } from '../src/contract/signature.ts';
+import { checkSignature, injectionParts, keyId, PURPOSE, sidecarDigest, sign, SIGNATURE_ANNOTATION, verify, type SigningKey } from '../src/contract/signature.ts';
 
 export type Verified<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly why: string };
 
@@ -33,7 +33,13 @@ export function verifyInjection(job: V1Job, key: SigningKey): Verified<VerifiedI
   if (signature === undefined) return { ok: false, why: 'the injection is not signed (injected offline, by an older webhook, or by hand)' };
   const sidecar = (job.spec?.template?.spec?.initContainers ?? []).find((c) => c.name === NAMES.container);
   const parts = injectionParts(job.metadata?.namespace ?? '', statusText, sidecar as Record<string, unknown> | undefined);
-  if (!verify(key, PURPOSE.injection, parts, signature)) return { ok: false, why: 'the injection signature does not match this Job and its sidecar (forged or altered)' };
+  const checked = checkSignature(key, PURPOSE.injection, parts, signature);
+  if (!checked.ok) {
+    if (checked.keyChanged !== undefined) {
+      return { ok: false, why: `the injection was signed with another signing key (key id ${checked.keyChanged}, this one's is ${keyId(key)}): the key changed since the Job was created, or the webhook and the harvester hold different keys` };
+    }
+    return { ok: false, why: 'the injection signature does not match this Job and its sidecar (forged or altered)' };
+  }
   let status: InjectionStatus;
   try {
     status = JSON.parse(statusText) as InjectionStatus;

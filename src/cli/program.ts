@@ -64,7 +64,7 @@ export function program(): Command {
 
   prog
     .command('webhook')
-    .description('serve the admission webhook (without a kubeconfig: standalone with a self-generated certificate)')
+    .description('serve the admission webhook (with --standalone: no cluster, a self-generated certificate; without a kubeconfig or token otherwise it refuses to start)')
     .option('--config <file>', 'configuration file')
     .option('--host <host>', 'listen address', '127.0.0.1')
     .option('--port <port>', 'listen port', '8443')
@@ -85,6 +85,7 @@ export function program(): Command {
     .option('--log-reader-clusterrole <name>', 'api mode: ClusterRole bound in opted-in namespaces', 'jobharvest-log-reader')
     .option('--no-api-rbac', 'do not manage the api-mode RoleBindings')
     .option('--signing-key-file <file>', 'sign each injection with this key, so the harvester can tell it from a forgery (without it, no Job is ever harvested)')
+    .option('--signing-secret <name>', 'in cluster: the Secret (in --namespace) holding the signing key; created once with a random key if absent')
     .option('--harvester-service-account <name>', "the harvester's service account in the webhook's namespace, bound to the log reader in opted-in namespaces (default: no binding, e.g. out of cluster)")
     .option('--cert-interval-seconds <s>', 'how often the certificate Secret is checked', '30')
     .option('--cabundle-interval-seconds <s>', 'how often the caBundle is checked', '30')

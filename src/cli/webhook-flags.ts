@@ -25,6 +25,7 @@ export interface WebhookFlags {
   apiRbac: boolean;
   harvesterServiceAccount?: string;
   signingKeyFile?: string;
+  signingSecret?: string;
   certIntervalSeconds?: string;
   cabundleIntervalSeconds?: string;
 }
@@ -56,6 +57,8 @@ export function webhookOptions(flags: WebhookFlags): WebhookOptions {
   const certMode = oneOf('cert-mode', flags.certMode, ['auto', 'cert-manager', 'provided'] as const);
   const failurePolicy = oneOf('failure-policy', flags.failurePolicy, ['Ignore', 'Fail'] as const);
   if (Boolean(flags.tlsCert) !== Boolean(flags.tlsKey)) bad('--tls-cert and --tls-key go together');
+  if (flags.signingKeyFile && flags.signingSecret) bad('--signing-key-file and --signing-secret cannot both be given');
+  if (flags.standalone && flags.signingSecret) bad('--signing-secret needs a cluster: with --standalone, use --signing-key-file');
   return {
     config,
     host: flags.host,
@@ -78,6 +81,7 @@ export function webhookOptions(flags: WebhookFlags): WebhookOptions {
     apiRbac: flags.apiRbac,
     harvesterServiceAccount: flags.harvesterServiceAccount,
     signingKeyFile: flags.signingKeyFile,
+    signingSecret: flags.signingSecret,
     certIntervalMs: millis('cert-interval-seconds', flags.certIntervalSeconds),
     caBundleIntervalMs: millis('cabundle-interval-seconds', flags.cabundleIntervalSeconds),
   };

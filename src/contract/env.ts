@@ -67,7 +67,7 @@ export const ENV = {
   BATCH_MAX_RECORDS: spec({ name: 'JOBHARVEST_BATCH_MAX_RECORDS', source: 'settings', default: '5000', description: 'Flush a batch when it reaches this many records.' }),
   BATCH_MAX_WAIT_MS: spec({ name: 'JOBHARVEST_BATCH_MAX_WAIT_MS', source: 'settings', default: '1000', description: 'Flush a non-empty batch after this long.' }),
   MAX_IN_FLIGHT: spec({ name: 'JOBHARVEST_MAX_IN_FLIGHT', source: 'settings', default: '4', description: 'Requests in flight at once; more pauses reading (backpressure).' }),
-  METRICS_PORT: spec({ name: 'JOBHARVEST_METRICS_PORT', source: 'settings', default: '0', description: 'Serve Prometheus metrics on this port; 0 turns it off.' }),
+  METRICS_PORT: spec({ name: 'JOBHARVEST_METRICS_PORT', source: 'settings', default: '0', description: 'Serve Prometheus metrics on this port; 0 turns it off. The webhook always sets it, so that a Service named jobharvest-metrics cannot set it through service links (src/contract/service-links.ts).' }),
   POLL_MS: spec({ name: 'JOBHARVEST_POLL_MS', source: 'settings', default: '500', description: 'node mode: how often directories and files are re-checked besides file-system events (at most 1000).' }),
   REQUEST_TIMEOUT_MS: spec({ name: 'JOBHARVEST_REQUEST_TIMEOUT_MS', source: 'settings', default: '30000', description: 'A request with no answer after this long is abandoned and retried.' }),
   AUTH_SCHEME: spec({ name: 'JOBHARVEST_AUTH_SCHEME', source: 'settings', default: 'Bearer', description: 'Scheme put before JOBHARVEST_AUTH_TOKEN in Authorization (e.g. Bearer, ApiKey).' }),

@@ -11,7 +11,9 @@ import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { ENV_NAMES, NAMES } from './env.ts';
 
 export const SIGNATURE_ANNOTATION = 'jobharvest.io/signature';
-const PREFIX = 'v1.';
+// v2.<key id>.<mac>; v1.<mac> (no key id) is still verified.
+const PREFIX = 'v2.';
+const LEGACY_PREFIX = 'v1.';
 /** Below this a key is guessable; the chart generates 32 random bytes. */
 export const MIN_KEY_BYTES = 16;
 
@@ -31,18 +33,51 @@ function mac(key: SigningKey, purpose: string, parts: readonly string[]): string
   const h = createHmac('sha256', key);
   // Length-prefixed, so no two different part lists hash the same bytes.
   for (const p of [purpose, ...parts]) h.update(`${Buffer.byteLength(p)}:${p};`);
-  return PREFIX + h.digest('base64url');
+  return h.digest('base64url');
+}
+
+/**
+ * A short public name of a key, carried in each signature: a signature made
+ * with another key then reads "key changed" (a key rotated or re-created
+ * since), not "forged". One-way, and 48 bits of a hash say nothing usable
+ * about a key of 128 bits or more. Not a proof: a tenant can write any key id,
+ * and a signature is acted on only if its MAC verifies with this key.
+ */
+export function keyId(key: SigningKey): string {
+  return createHash('sha256').update('jobharvest signing key id\0').update(key).digest('base64url').slice(0, 8);
 }
 
 export function sign(key: SigningKey, purpose: string, parts: readonly string[]): string {
-  return mac(key, purpose, parts);
+  return `${PREFIX}${keyId(key)}.${mac(key, purpose, parts)}`;
+}
+
+/** What a signature says: valid; made with another key (its id given); or not a signature of this (forged, altered, malformed). */
+export type SignatureCheck = { readonly ok: true } | { readonly ok: false; readonly keyChanged: string | undefined };
+
+export function checkSignature(key: SigningKey, purpose: string, parts: readonly string[], signature: unknown): SignatureCheck {
+  if (typeof signature !== 'string') return { ok: false, keyChanged: undefined };
+  let id: string | undefined;
+  let got: string;
+  if (signature.startsWith(PREFIX)) {
+    const rest = signature.slice(PREFIX.length);
+    const dot = rest.indexOf('.');
+    if (dot < 0) return { ok: false, keyChanged: undefined };
+    id = rest.slice(0, dot);
+    got = rest.slice(dot + 1);
+  } else if (signature.startsWith(LEGACY_PREFIX)) {
+    got = signature.slice(LEGACY_PREFIX.length);
+  } else {
+    return { ok: false, keyChanged: undefined };
+  }
+  const want = Buffer.from(mac(key, purpose, parts));
+  const have = Buffer.from(got);
+  // The MAC alone decides: the key id only names the key in a refusal.
+  if (want.length === have.length && timingSafeEqual(want, have)) return { ok: true };
+  return { ok: false, keyChanged: id !== undefined && id !== keyId(key) ? id : undefined };
 }
 
 export function verify(key: SigningKey, purpose: string, parts: readonly string[], signature: unknown): boolean {
-  if (typeof signature !== 'string' || !signature.startsWith(PREFIX)) return false;
-  const want = Buffer.from(mac(key, purpose, parts));
-  const got = Buffer.from(signature);
-  return want.length === got.length && timingSafeEqual(want, got);
+  return checkSignature(key, purpose, parts, signature).ok;
 }
 
 type Obj = Record<string, unknown>;

@@ -1,4 +1,5 @@
-import { ENV, NAMES, SUBPATH_EXPR, type SourceMode } from '../contract/env.ts';
+import { ENV, NAMES, SUBPATH_EXPR, type EnvVarSpec, type SourceMode } from '../contract/env.ts';
+import { serviceLinkCanSet } from '../contract/service-links.ts';
 import type { InjectionStatus } from '../contract/harvest.ts';
 import { VERSION } from '../contract/version.ts';
 import { ANNOTATIONS, DEFAULT_CONTAINER_ANNOTATION, JOB_NAME_LABEL } from './annotations.ts';
@@ -220,6 +221,7 @@ function sharedSidecar(config: Config, key: SidecarKey, build: () => Container):
 function buildSidecar(config: Config, settings: Settings, mode: SourceMode, exitCode: number | null, mounts: Obj[], resources: Obj): Container {
   const env = sidecarEnv(settings, mode, config);
   if (exitCode !== null) env.push({ name: ENV.FAILURE_EXIT_CODE.name, value: String(exitCode) });
+  pinServiceLinkable(env);
 
   return {
     name: NAMES.container,
@@ -294,6 +296,21 @@ function tokenVolume(): Volume {
       ],
     },
   };
+}
+
+// Contract variables a Service in the pod's namespace could set through the
+// kubelet's service links (src/contract/service-links.ts), e.g.
+// JOBHARVEST_METRICS_PORT from a Service `jobharvest-metrics`.
+const SERVICE_LINKABLE: readonly EnvVarSpec[] = Object.values(ENV).filter((v) => serviceLinkCanSet(v.name));
+
+/**
+ * Sets each contract variable a service link could supply, at the value the
+ * sidecar would take were it unset: the container's own env wins over
+ * service links, so no Service of the namespace configures the sidecar.
+ */
+function pinServiceLinkable(env: Obj[]): void {
+  const set = new Set(env.map((e) => e.name));
+  for (const v of SERVICE_LINKABLE) if (!set.has(v.name)) env.push({ name: v.name, value: v.default ?? '' });
 }
 
 const fieldRef = (fieldPath: string): Obj => ({ valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath } } });

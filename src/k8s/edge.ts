@@ -1,6 +1,7 @@
 import { AdmissionregistrationV1Api, CoreV1Api, RbacAuthorizationV1Api, VersionApi, type KubeConfig } from '@kubernetes/client-node';
 import type { ReviewDeps } from '../core/admission.ts';
 import type { Config } from '../core/config.ts';
+import { keyId } from '../contract/signature.ts';
 import { parseServerVersion, supportsNativeSidecars, type ServerVersion } from '../core/server-version.ts';
 import { generateBundle } from '../tls/generate.ts';
 import { watchFilePair, type FilePair } from '../tls/file-source.ts';
@@ -11,6 +12,7 @@ import { CertSecretManager } from './cert-secret.ts';
 import { loadKubeConfig } from './client.ts';
 import { messageOf } from './errors.ts';
 import { retryUntil } from './retry.ts';
+import { ensureSigningKey } from './signing-secret.ts';
 import { managedByLabels } from './labels.ts';
 import type { Log } from './log.ts';
 import { LogReaderRbac, optedIn } from './log-reader-rbac.ts';
@@ -45,6 +47,8 @@ export interface EdgeOptions {
   harvesterServiceAccount?: string | undefined;
   /** Signs each injection for the harvester (src/contract/signature.ts). */
   signingKey?: Buffer | undefined;
+  /** Without signingKey: the Secret of `namespace` to read it from, created once if absent. */
+  signingSecret?: string | undefined;
   tlsCertFile?: string | undefined;
   tlsKeyFile?: string | undefined;
   certIntervalMs?: number;
@@ -172,6 +176,17 @@ export async function startEdgeWith(kc: KubeConfig, opts: EdgeOptions): Promise<
     stops.push(() => w.stop());
     await caBundle?.setMaterial(undefined, tls.cert);
   }
+  let signingKey = opts.signingKey;
+  if (!signingKey && opts.signingSecret) {
+    const name = opts.signingSecret;
+    signingKey = await retryUntil(() => ensureSigningKey(kc.makeApiClient(CoreV1Api), { namespace: opts.namespace, name, labels: managedByLabels(), log }), {
+      deadlineMs: 120_000,
+      baseMs: 200,
+      maxMs: 5_000,
+      onRetry: (err) => log('warn', 'cannot read or create the signing key Secret yet; retrying', { error: messageOf(err) }),
+    });
+  }
+  if (signingKey) log('info', 'signing injections', { keyId: keyId(signingKey) });
   opts.onCertExpiry?.(secondsUntilExpiry(tls.cert, new Date()));
   caBundle?.start();
   if (caBundle) stops.push(() => caBundle.stop());
@@ -181,7 +196,7 @@ export async function startEdgeWith(kc: KubeConfig, opts: EdgeOptions): Promise<
       config: opts.config,
       namespace: admissionNamespace,
       serverVersion: () => version,
-      signingKey: opts.signingKey,
+      signingKey,
       ...(rbac
         ? {
             onInjected: (ns, d) => {

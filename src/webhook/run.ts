@@ -5,6 +5,7 @@ import { build } from '../http/app.ts';
 import { createMetrics } from '../http/metrics.ts';
 import { earlyLog, webhookLogger } from '../http/logging.ts';
 import { generateBundle } from '../tls/generate.ts';
+import { ERROR_CODES, JobharvestError } from '../core/errors.ts';
 import type { ReviewDeps } from '../core/admission.ts';
 import type { Config } from '../core/config.ts';
 import type { CertMode, Edge } from '../k8s/edge.ts';
@@ -34,8 +35,20 @@ export interface WebhookOptions {
   harvesterServiceAccount: string | undefined;
   /** The key injections are signed with; the harvester verifies with the same one. */
   signingKeyFile: string | undefined;
+  /** In cluster: the Secret the key is read from, created once if absent (k8s/signing-secret.ts). */
+  signingSecret: string | undefined;
   certIntervalMs: number | undefined;
   caBundleIntervalMs: number | undefined;
+}
+
+export const SERVICE_ACCOUNT_TOKEN = '/var/run/secrets/kubernetes.io/serviceaccount/token';
+
+/** Why the webhook will not start without a cluster, and what to do. */
+export function noClusterMessage(env: NodeJS.ProcessEnv): string {
+  if (env.KUBERNETES_SERVICE_HOST) {
+    return `running in a pod with no service-account token at ${SERVICE_ACCOUNT_TOKEN}: set automountServiceAccountToken: true on the pod (the chart does), or pass --standalone to serve without a cluster (every namespace not excluded counts as opted in)`;
+  }
+  return 'no kubeconfig found (--kubeconfig, $KUBECONFIG, ~/.kube/config): pass one, or --standalone to serve without a cluster (every namespace not excluded counts as opted in)';
 }
 
 /** Runs the webhook until SIGTERM/SIGINT, then finishes in-flight requests and exits. */
@@ -69,6 +82,7 @@ export async function runWebhook(flags: WebhookOptions): Promise<void> {
       apiRbac: flags.apiRbac,
       harvesterServiceAccount: flags.harvesterServiceAccount,
       signingKey,
+      signingSecret: flags.signingSecret,
       tlsCertFile: flags.tlsCert,
       tlsKeyFile: flags.tlsKey,
       ...(certIntervalMs ? { certIntervalMs } : {}),
@@ -78,7 +92,11 @@ export async function runWebhook(flags: WebhookOptions): Promise<void> {
       onCaBundle: (ok) => metrics.caBundleMismatch.set(ok ? 0 : 1),
       onNamespaceLiveRead: (trigger, result) => metrics.namespaceLiveReads.inc({ trigger, result }),
     });
-    if (!edge) early('info', 'no kubeconfig found: running standalone (every namespace not excluded counts as opted in)');
+    // Without a cluster every namespace not excluded counts as opted in: in a
+    // pod whose token was not mounted that would inject, set TTLs on and mount
+    // a hostPath into Jobs the operator never opted in. Only an explicit
+    // --standalone runs that way.
+    if (!edge) throw new JobharvestError(ERROR_CODES.BAD_CONFIG, noClusterMessage(process.env));
   }
 
   let tls: { cert: string; key: string };

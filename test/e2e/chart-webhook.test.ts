@@ -8,11 +8,12 @@
 import { RbacAuthorizationV1Api, type V1Deployment } from '@kubernetes/client-node';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { keyFromText, keyId } from '../../src/contract/signature.ts';
 import { generateBundle } from '../../src/tls/generate.ts';
 import { REPO_ROOT } from '../harness/chart/dockerfile.ts';
 import { loopbackWebhooks, one, render, type K8sObject } from '../harness/chart/helm.ts';
@@ -74,10 +75,8 @@ async function installAndRun(release: string, namespace: string, values: object,
   cleanup.push(() => rm(dir, { recursive: true, force: true }));
 
   const cm = one<{ data: Record<string, string> }>(objects, 'ConfigMap', `${release}-jobharvest`);
-  // The key the chart generated, where the Secret volume would put it.
-  const signing = one<{ data: Record<string, string> }>(objects, 'Secret', `${release}-jobharvest-signing`);
-  await mkdir(join(dir, 'signing'));
-  await writeFile(join(dir, 'signing', 'key'), Buffer.from(signing.data.key!, 'base64'));
+  // The chart renders no signing key: the webhook creates it, through its own RBAC.
+  expect(objects.filter((o) => o.kind === 'Secret' && o.metadata.name === `${release}-jobharvest-signing`)).toEqual([]);
   const configPath = join(dir, 'config.yaml');
   await writeFile(configPath, cm.data['config.yaml']!);
   const pod = one<V1Deployment>(objects, 'Deployment', `${release}-jobharvest`).spec!.template.spec!;
@@ -99,8 +98,7 @@ async function installAndRun(release: string, namespace: string, values: object,
       .replace(/^--config=.*$/, `--config=${configPath}`)
       .replace(/^--host=.*$/, '--host=127.0.0.1')
       .replace(/^--port=.*$/, `--port=${port}`)
-      .replace('/etc/jobharvest/tls/', `${dir}/`)
-      .replace('/etc/jobharvest/signing/', `${dir}/signing/`),
+      .replace('/etc/jobharvest/tls/', `${dir}/`),
   );
   const child = spawn(NODE, [CLI, ...translated, `--kubeconfig=${kubeconfig}`], {
     env: { PATH: process.env.PATH ?? '', POD_NAMESPACE: namespace, LOG_LEVEL: 'info' },
@@ -132,6 +130,11 @@ describe('the webhook runs on the chart\'s RBAC alone', () => {
 
     const secret = await waitFor('the certificate Secret', async () => cluster.core.readNamespacedSecret({ name: `${fullname}-tls`, namespace }), { timeoutMs: 30_000 });
     expect(Object.keys(secret.data ?? {})).toEqual(expect.arrayContaining(['ca.crt', 'ca.key', 'tls.crt', 'tls.key']));
+    // The signing key too, once, by the webhook: the chart rendered none.
+    const signing = await cluster.core.readNamespacedSecret({ name: `${fullname}-signing`, namespace });
+    const key = keyFromText(Buffer.from(signing.data!.key!, 'base64'));
+    expect(key.length).toBeGreaterThanOrEqual(32);
+    expect(started.output()).toContain(keyId(key));
     const caPem = Buffer.from(secret.data!['ca.crt']!, 'base64').toString('utf8');
     const servername = `${fullname}.${namespace}.svc`;
     await waitFor('/readyz to answer 200', async () => ((await getTls(started.port, '/readyz', servername, caPem)) === 200 ? true : undefined), { timeoutMs: 60_000 });

@@ -347,6 +347,9 @@ describe('the rendered objects', () => {
     expect(c.resources?.limits?.memory).toBeDefined();
     expect(c.env).toContainEqual({ name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } });
     expect(pod.priorityClassName).toBe('system-cluster-critical');
+    // Without its token the webhook refuses to start rather than run standalone.
+    expect(pod.automountServiceAccountToken).toBe(true);
+    expect(harvesterDeployment(objects).spec!.template.spec!.automountServiceAccountToken).toBe(true);
     expect(pod.nodeSelector).toEqual({ pool: 'infra' });
     expect(pod.tolerations).toEqual([{ key: 'infra', operator: 'Exists' }]);
     expect(c.args?.slice(0, 2)).toEqual(['/app/jobharvest.mjs', 'webhook']);
@@ -366,6 +369,24 @@ describe('the rendered objects', () => {
     expect(dep.spec!.template.metadata!.labels).toMatchObject(pdb.spec.selector.matchLabels);
   });
 
+  it('renders no signing key: two renders are identical, the webhook creates the key, and signing.existingSecret is mounted instead', async () => {
+    const a = await render(helm, { release: 'jh', namespace: 'jobharvest' });
+    const b = await render(helm, { release: 'jh', namespace: 'jobharvest' });
+    expect(a.filter((o) => o.kind === 'Secret').map((o) => o.metadata.name)).toEqual([]);
+    // A GitOps tool that renders on every sync sees no change to apply, and nothing rolls the pods.
+    expect(JSON.stringify(b)).toBe(JSON.stringify(a));
+    expect(argsOf(a)).toContain('--signing-secret=jh-jobharvest-signing');
+    expect(argsOf(a).some((x) => x.startsWith('--signing-key-file'))).toBe(false);
+    expect(harvesterDeployment(a).spec!.template.spec!.volumes).toContainEqual(expect.objectContaining({ name: 'signing', secret: expect.objectContaining({ secretName: 'jh-jobharvest-signing' }) }));
+
+    const own = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { signing: { existingSecret: 'vault-signing' } } });
+    expect(argsOf(own)).toContain('--signing-key-file=/etc/jobharvest/signing/key');
+    expect(argsOf(own).some((x) => x.startsWith('--signing-secret'))).toBe(false);
+    expect(webhookDeployment(own).spec!.template.spec!.volumes).toContainEqual(expect.objectContaining({ name: 'signing', secret: expect.objectContaining({ secretName: 'vault-signing' }) }));
+    expect(harvesterDeployment(own).spec!.template.spec!.volumes).toContainEqual(expect.objectContaining({ name: 'signing', secret: expect.objectContaining({ secretName: 'vault-signing' }) }));
+    expect(own.filter((o) => o.metadata.name === 'jh-jobharvest-signing')).toEqual([]);
+  });
+
   it('has no PodDisruptionBudget for a single replica (it would block every drain)', async () => {
     const objects = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { webhook: { replicas: 1 } } });
     expect(objects.filter((o) => o.kind === 'PodDisruptionBudget')).toEqual([]);
@@ -382,7 +403,12 @@ describe('the rendered objects', () => {
     ]);
     // The harvester reads pods through the log reader, bound per opted-in namespace to its own account.
     expect(argsOf(objects)).toContain('--harvester-service-account=jh-jobharvest-harvester');
-    expect(argsOf(objects)).toContain('--signing-key-file=/etc/jobharvest/signing/key');
+    // The webhook creates the signing key once (nothing is generated at render time) and reads back only that Secret.
+    expect(argsOf(objects)).toContain('--signing-secret=jh-jobharvest-signing');
+    expect(rulesOf(one<V1Role>(objects, 'Role', 'jh-jobharvest-signing'))).toEqual([
+      { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
+      { apiGroups: [''], resources: ['secrets'], resourceNames: ['jh-jobharvest-signing'], verbs: ['get'] },
+    ]);
     expect(rulesOf(one<V1Role>(objects, 'Role', 'jh-jobharvest'))).toEqual([
       { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
       { apiGroups: [''], resources: ['secrets'], resourceNames: ['jh-jobharvest-tls'], verbs: ['get', 'update'] },
@@ -457,9 +483,10 @@ describe('the rendered objects', () => {
       // Read-only: readiness checks that the caBundle trusts the mounted certificate.
       { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: ['jh-jobharvest'], verbs: ['get'] },
     ]);
-    expect(objects.filter((o) => o.kind === 'Role' || o.kind === 'RoleBinding')).toEqual([]);
+    // Only the signing key's: create once, read back that one Secret.
+    expect(objects.filter((o) => o.kind === 'Role' || o.kind === 'RoleBinding').map((o) => `${o.kind} ${o.metadata.name}`)).toEqual(['Role jh-jobharvest-signing', 'RoleBinding jh-jobharvest-signing']);
     expect(argsOf(objects)).toContain('--webhook-config-name=jh-jobharvest');
-    expect(argsOf(objects)).toContain('--signing-key-file=/etc/jobharvest/signing/key');
+    expect(argsOf(objects)).toContain('--signing-secret=jh-jobharvest-signing');
     expect(argsOf(objects)).toContain('--no-api-rbac');
     expect(argsOf(objects).some((a) => a.startsWith('--log-reader-clusterrole'))).toBe(false);
   });

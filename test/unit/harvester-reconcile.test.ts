@@ -119,7 +119,7 @@ describe('the webhook signs what it injected', () => {
   it('labels the Job for the watch and signs status and sidecar; the signature verifies', () => {
     const j = injectedJob();
     expect(j.metadata?.labels?.[INJECTED_LABEL]).toBe('true');
-    expect(j.metadata?.annotations?.[SIGNATURE_ANNOTATION]).toMatch(/^v1\./);
+    expect(j.metadata?.annotations?.[SIGNATURE_ANNOTATION]).toMatch(/^v2\.[A-Za-z0-9_-]{8}\.[A-Za-z0-9_-]{43}$/);
     const v = verifyInjection(j, KEY);
     expect(v.ok && v.value.env.JOBHARVEST_ENDPOINT).toBe(ENDPOINT);
   });

@@ -3,6 +3,7 @@ import { parseConfig, type Config } from '../../core/config.ts';
 import { DELIVERY_ANNOTATION } from '../../contract/harvest.ts';
 import { ERROR_CODES, JobharvestError } from '../../core/errors.ts';
 import type { LogsOptions } from './options.ts';
+import { chooseRelease, ownershipProblem, releasesOf, type ConfigMapLike, type WebhookConfigurationLike } from './release.ts';
 
 /** What the cluster told the command. Every part may be missing: each read may fail on its own. */
 export interface ClusterView {
@@ -36,13 +37,57 @@ export function jobStateOf(job: { metadata?: { uid?: string; annotations?: Recor
   return finished ? 'finished' : 'running';
 }
 
+function why(e: unknown): string {
+  const code = (e as { code?: number }).code;
+  return code === 404 ? 'not found' : code === 403 ? 'forbidden' : code ? `HTTP ${code}` : ((e as NodeJS.ErrnoException).code ?? 'unreachable');
+}
+
+/**
+ * The chart's configuration, found through the release's webhook
+ * configuration (see release.ts). Unreadable parts only remove the chart's
+ * level; more than one release to choose from is refused (JH_BAD_INPUT).
+ */
+export async function readChartConfig(
+  list: () => Promise<{ items: WebhookConfigurationLike[] }>,
+  read: (name: string, namespace: string) => Promise<ConfigMapLike>,
+  o: Pick<LogsOptions, 'chartNamespace' | 'release'>,
+): Promise<{ config?: Config; note: string }> {
+  let items: WebhookConfigurationLike[];
+  try {
+    items = (await list()).items;
+  } catch (e) {
+    return { note: `MutatingWebhookConfigurations: ${why(e)}, so no release's configuration is used` };
+  }
+  const release = chooseRelease(releasesOf(items), { namespace: o.chartNamespace, release: o.release });
+  if (!release) {
+    const where = [o.chartNamespace !== undefined ? `in namespace ${o.chartNamespace}` : '', o.release !== undefined ? `named ${o.release}` : ''].filter(Boolean).join(' ');
+    return { note: `no jobharvest release installed${where ? ` ${where}` : ''} (no webhook configuration names its Service)` };
+  }
+  const at = `ConfigMap ${release.namespace}/${release.service}`;
+  let cm: ConfigMapLike;
+  try {
+    cm = await read(release.service, release.namespace);
+  } catch (e) {
+    return { note: `${at}: ${why(e)}` };
+  }
+  const problem = ownershipProblem(cm, release);
+  if (problem) return { note: `${at} ignored: ${problem}` };
+  const text = cm.data?.['config.yaml'];
+  if (text === undefined) return { note: `${at} ignored: no config.yaml` };
+  try {
+    return { config: parseConfig(parseYaml(text) ?? {}), note: at };
+  } catch (e) {
+    return { note: `${at} ignored: ${(e as Error).message}` };
+  }
+}
+
 /**
  * Reads what the cluster knows: the Job, its namespace and the installed
  * chart's ConfigMap. Every read may fail (gone, forbidden, no cluster at all);
  * each failure only removes one level of configuration. Secrets are read
  * later, and only those the resolution allows.
  */
-export async function readCluster(o: Pick<LogsOptions, 'kubeconfig' | 'context' | 'namespace' | 'job' | 'chartNamespace'> & { cronJob?: boolean }): Promise<ClusterView> {
+export async function readCluster(o: Pick<LogsOptions, 'kubeconfig' | 'context' | 'namespace' | 'job' | 'chartNamespace' | 'release'> & { cronJob?: boolean }): Promise<ClusterView> {
   const k8s = await import('@kubernetes/client-node');
   const kc = new k8s.KubeConfig();
   try {
@@ -74,14 +119,15 @@ export async function readCluster(o: Pick<LogsOptions, 'kubeconfig' | 'context' 
     }
     o = { ...o, job: view.cronJobRuns?.[0]?.job ?? o.job };
   }
-  const why = (e: unknown) => {
-    const code = (e as { code?: number }).code;
-    return code === 404 ? 'not found' : code === 403 ? 'forbidden' : code ? `HTTP ${code}` : ((e as NodeJS.ErrnoException).code ?? 'unreachable');
-  };
-  const [jobR, nsR, cmR] = await Promise.allSettled([
-    batch.readNamespacedJob({ name: o.job, namespace: ns }),
-    core.readNamespace({ name: ns }),
-    core.listNamespacedConfigMap({ namespace: o.chartNamespace, labelSelector: 'app.kubernetes.io/name=jobharvest' }),
+  const admission = kc.makeApiClient(k8s.AdmissionregistrationV1Api);
+  // A read that fails only removes its level; an ambiguous release is refused (readChartConfig throws).
+  const [[jobR, nsR], chart] = await Promise.all([
+    Promise.allSettled([batch.readNamespacedJob({ name: o.job, namespace: ns }), core.readNamespace({ name: ns })] as const),
+    readChartConfig(
+      () => admission.listMutatingWebhookConfiguration() as Promise<{ items: WebhookConfigurationLike[] }>,
+      (name, namespace) => core.readNamespacedConfigMap({ name, namespace }),
+      o,
+    ),
   ]);
   if (jobR.status === 'fulfilled') {
     const j = jobR.value;
@@ -106,17 +152,8 @@ export async function readCluster(o: Pick<LogsOptions, 'kubeconfig' | 'context' 
   }
   if (nsR.status === 'fulfilled') view.namespaceAnnotations = nsR.value.metadata?.annotations ?? {};
   else view.namespaceNote = `namespace ${ns}: ${why(nsR.reason)}`;
-  if (cmR.status === 'fulfilled') {
-    const cm = cmR.value.items.find((c) => c.data?.['config.yaml'] !== undefined);
-    if (cm) {
-      try {
-        view.config = parseConfig(parseYaml(cm.data!['config.yaml']!) ?? {});
-        view.configNote = `ConfigMap ${o.chartNamespace}/${cm.metadata?.name}`;
-      } catch (e) {
-        view.configNote = `ConfigMap ${o.chartNamespace}/${cm.metadata?.name} ignored: ${(e as Error).message}`;
-      }
-    } else view.configNote = `no jobharvest ConfigMap in namespace ${o.chartNamespace}`;
-  } else view.configNote = `chart ConfigMap in ${o.chartNamespace}: ${why(cmR.reason)}`;
+  if (chart.config) view.config = chart.config;
+  view.configNote = chart.note;
   view.secret = async (name) => {
     try {
       const s = await core.readNamespacedSecret({ name, namespace: ns });

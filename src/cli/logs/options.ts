@@ -18,7 +18,8 @@ export interface LogsFlags {
   explain?: boolean;
   kubeconfig?: string;
   context?: string;
-  chartNamespace: string;
+  chartNamespace?: string;
+  release?: string;
   queryEndpoint?: string;
   queryType?: string;
   esIndex?: string;
@@ -65,7 +66,9 @@ export interface LogsOptions {
   explain: boolean;
   kubeconfig: string | undefined;
   context: string | undefined;
-  chartNamespace: string;
+  /** Narrows which installed release's configuration is read (see release.ts). */
+  chartNamespace: string | undefined;
+  release: string | undefined;
   queryEndpoint: string | undefined;
   queryType: QueryType | undefined;
   esIndex: string | undefined;
@@ -173,6 +176,7 @@ export function completeOptions(ref: string, flags: LogsFlags, env: NodeJS.Proce
     kubeconfig: flags.kubeconfig,
     context: flags.context,
     chartNamespace: flags.chartNamespace,
+    release: flags.release,
     queryEndpoint: flags.queryEndpoint !== undefined ? httpUrl('--query-endpoint', flags.queryEndpoint) : undefined,
     queryType: queryType as QueryType | undefined,
     esIndex: flags.esIndex,

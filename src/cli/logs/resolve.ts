@@ -100,13 +100,14 @@ export function plan(o: LogsOptions, view: ClusterView): Plan {
     view.job?.annotations[a] !== undefined ? { from: `Job annotation ${a}`, operator: false } : view.namespaceAnnotations?.[a] !== undefined ? { from: `namespace annotation ${a}`, operator: false } : undefined;
   const annotatedValue = (a: string) => view.job?.annotations[a] ?? view.namespaceAnnotations?.[a];
   let qType: QueryType | undefined = o.queryType ?? (annotatedValue(ANNOTATIONS.queryType) as QueryType | undefined) ?? config.query.type;
-  let qTypeFrom = o.queryType ? '--query-type' : annotated(ANNOTATIONS.queryType)?.from ?? 'chart configuration query.type';
+  const chartType: Origin = { from: 'chart configuration query.type', operator: true };
+  let qTypeFrom: Origin = o.queryType ? { from: '--query-type', operator: true } : (annotated(ANNOTATIONS.queryType) ?? chartType);
   if (qType !== undefined && !(QUERY_TYPES as readonly string[]).includes(qType)) {
     warnings.push(`query type ${JSON.stringify(qType)} ignored: expected ${QUERY_TYPES.join(', ')}`);
     qType = config.query.type;
-    qTypeFrom = 'chart configuration query.type';
+    qTypeFrom = chartType;
   }
-  if (qType !== undefined) sources.push(`query type: ${qType} (${qTypeFrom})`);
+  if (qType !== undefined) sources.push(`query type: ${qType} (${qTypeFrom.from})`);
   let qEndpoint: string | undefined;
   let qFrom: Origin | undefined;
   if (o.queryEndpoint) [qEndpoint, qFrom] = [o.queryEndpoint, { from: '--query-endpoint', operator: true }];
@@ -118,8 +119,15 @@ export function plan(o: LogsOptions, view: ClusterView): Plan {
   if (typeof target !== 'string' && qFrom) target = { ...target, how: `${target.how} from ${qFrom.from}` };
 
   let endpoint: Plan['endpoint'];
-  // Who chose the query endpoint: its own setting, or the sink endpoint it was derived from.
-  const chooser = qFrom ?? endpointFrom;
+  // Everything that made this target queryable: the query endpoint's own
+  // setting and the query type, or else the sink endpoint it was derived
+  // from, the sink type that decided how, and a query type. The operator's
+  // credentials go there only if the operator chose all of it: an
+  // annotation's sink or query type alone would make the chart's ingest host
+  // (a SaaS intake, say) receive them.
+  const choosers: Origin[] = qFrom ? [qFrom] : [endpointFrom, sinkFrom];
+  if (qType !== undefined) choosers.push(qTypeFrom);
+  const chooser = choosers.find((c) => !c.operator) ?? choosers[0]!;
   if (typeof target !== 'string') {
     const trusted = chooser.operator || (o.trustEndpoint !== undefined && sameEndpoint(o.trustEndpoint, target.endpoint));
     endpoint = { from: qFrom ? qFrom.from : `derived from the sink endpoint (${short(endpointFrom)})`, operator: chooser.operator, trusted };
@@ -161,7 +169,8 @@ export function plan(o: LogsOptions, view: ClusterView): Plan {
     const url = redactUrls(target.endpoint);
     // Always in --explain; on a run only when it changed something, so that
     // an annotation-chosen endpoint without credentials to send stays quiet.
-    (held ? warnings : explainWarnings).push(`${chooser.from} chose the query endpoint ${url}: no credentials are sent there${held}; --trust-endpoint ${url} sends them`);
+    const what = chooser === qFrom || chooser === endpointFrom ? `chose the query endpoint ${url}` : `decided that ${url} is queried`;
+    (held ? warnings : explainWarnings).push(`${chooser.from} ${what}: no credentials are sent there${held}; --trust-endpoint ${url} sends them`);
     credentials = { kind: 'none', why: "the query endpoint is not the operator's" };
   }
   if (typeof target === 'string' && credentials.kind !== 'none') credentials = { kind: 'none', why: 'nothing to query' };
