@@ -6,7 +6,7 @@
 import { readFile } from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FakeKube } from '../../sidecar/test/fake-kube.ts';
-import { costlyLines, HOSTILE, LINE, PLAIN, worstAccepted } from '../../sidecar/test/start-pattern-lines.ts';
+import { costlyLines, HOSTILE, LINE, PLAIN, worstAccepted } from '../../test/support/start-pattern-lines.ts';
 import { NdjsonReceiver } from '../../test/support/ndjson-receiver.ts';
 import { parseDestinations } from '../destinations.ts';
 import { DEFAULT_LIMITS, podShaping, shipPod } from '../ship.ts';

@@ -15,7 +15,7 @@ import { shapingProblems } from '../shape/shaper.ts';
 import { NdjsonReceiver } from '../../test/support/ndjson-receiver.ts';
 import { cri, testConfig, tmpDir, waitUntil } from './helpers.ts';
 import { harness, Lines, shaping } from './shape-helpers.ts';
-import { costlyLines, HOSTILE, LINE, PLAIN, worstAccepted } from './start-pattern-lines.ts';
+import { costlyLines, HOSTILE, LINE, PLAIN, worstAccepted } from '../../test/support/start-pattern-lines.ts';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
