@@ -28,7 +28,8 @@ const LEASE_SECONDS = 3;
 const RENEW_DEADLINE_MS = Math.floor((LEASE_SECONDS * 1000 * 2) / 3);
 
 beforeAll(async () => {
-  stack = await Stack.start({ info: cluster.info, name: 'hp', kubelet: { restartBackoffMs: 300 }, harvesterArgs: ['--lease-seconds', String(LEASE_SECONDS)] });
+  // pods/log serves only a run's live file: no rotation within the 25 MiB a Job writes here, or the harvester could not see the lines.
+  stack = await Stack.start({ info: cluster.info, name: 'hp', kubelet: { restartBackoffMs: 300, logMaxSizeBytes: 64 * 1024 * 1024 }, harvesterArgs: ['--lease-seconds', String(LEASE_SECONDS)] });
   dir = mkdtempSync(join(tmpdir(), 'jh-pattern-'));
 }, 240_000);
 
