@@ -6,8 +6,13 @@
 // The built-in rules use JS RegExp only where the pattern is anchored and has
 // no nested or adjacent overlapping quantifiers, so every match is linear in
 // the line; anything fancier is plain string code. A pattern from the
-// configuration is compiled with re2js, which is linear for any pattern.
+// configuration is compiled with re2js, which is linear for any pattern, but
+// with a factor of the program's size and a slow start on each new line: it
+// reads only a line's first START_MATCH_BYTES bytes and its program is capped
+// (see src/contract/shaping-settings.ts), so no line costs more than a few
+// milliseconds whatever a tenant writes.
 import { RE2JS } from 're2js';
+import { MAX_START_PROGRAM, START_MATCH_BYTES } from '../../src/contract/shaping-settings.ts';
 import { ConfigError } from '../config.ts';
 import { CriRecord, type LogRecord } from '../records/record.ts';
 import type { MultilineRule, MultilineSettings } from './settings.ts';
@@ -250,13 +255,16 @@ export function customRule(pattern: string): Rule {
   } catch (err) {
     throw new ConfigError([`JOBHARVEST_MULTILINE_START is not a valid RE2 pattern: ${(err as Error).message}`]);
   }
+  // Checked here too, not only at admission: the harvester runs this for pods a webhook of any version signed.
+  const size = re.programSize();
+  if (size > MAX_START_PROGRAM) throw new ConfigError([`JOBHARVEST_MULTILINE_START compiles to ${size} instructions, more than ${MAX_START_PROGRAM} (lower the repeat counts)`]);
   // A line that ends the open event is asked again at once, as the start of
   // the next: one match per line, not two (the match is most of the cost).
   let last: string | undefined;
   let lastMatched = false;
   const starts = (line: string): boolean => {
     if (line !== last) {
-      lastMatched = re.test(line);
+      lastMatched = re.test(lineStart(line));
       last = line;
     }
     return lastMatched;
@@ -268,6 +276,27 @@ export function customRule(pattern: string): Rule {
     next: (line) => (starts(line) ? 'end' : 'join'),
     ...(literals && { startsEvent: startsWithAny(literals) }),
   };
+}
+
+/**
+ * The line's first START_MATCH_BYTES bytes of UTF-8, cut before a character
+ * that would not fit whole: what a start pattern is matched against. `$`
+ * matches at the cut of a longer line.
+ */
+export function lineStart(line: string): string {
+  // No UTF-16 unit takes more than 3 bytes: a line this short fits whole.
+  if (line.length <= START_MATCH_BYTES / 3) return line;
+  let bytes = 0;
+  let i = 0;
+  while (i < line.length) {
+    const c = line.charCodeAt(i);
+    const pair = c >= 0xd800 && c < 0xdc00 && i + 1 < line.length && (line.charCodeAt(i + 1) & 0xfc00) === 0xdc00;
+    const w = c < 0x80 ? 1 : c < 0x800 ? 2 : pair ? 4 : 3;
+    if (bytes + w > START_MATCH_BYTES) return line.slice(0, i);
+    bytes += w;
+    i += pair ? 2 : 1;
+  }
+  return line;
 }
 
 /** Enough for `^(DEBUG|INFO|WARN|ERROR) ` spelled out several ways; more, and the match is left to RE2. */

@@ -21,7 +21,7 @@ import { PreparedJsonRecord, ShapedRecord, type JsonFields } from '../records/sh
 import { utf8Valid } from '../records/utf8.ts';
 import { parseJsonFields } from './json.ts';
 import { Masker, spelledOut, type MaskState } from './mask.ts';
-import { Joiner, type Group, type Slot } from './multiline.ts';
+import { Joiner, literalPrefixes, type Group, type Slot } from './multiline.ts';
 import type { JsonSettings, ShapingSettings } from './settings.ts';
 
 interface FileShape {
@@ -55,7 +55,20 @@ export interface ShaperOptions {
    * pass to decide here and another to write there).
    */
   readonly otlpValues?: boolean;
+  /** How long push() works on its lines before it lets the event loop run (default SLICE_MS). */
+  readonly sliceMs?: number;
 }
+
+/**
+ * The longest push() keeps the event loop to itself while RE2 patterns are
+ * matched: with a line's own bound (a start pattern reads 1 KiB of it), the
+ * loop gets a turn at least every SLICE_MS plus one line. The harvester runs
+ * this engine in the loop that renews its Lease, and a batch of a tenant's
+ * lines must not outlast the renew deadline.
+ */
+export const SLICE_MS = 20;
+
+const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 export class Shaper {
   private readonly joiner: Joiner | undefined;
@@ -69,6 +82,11 @@ export class Shaper {
   private readonly jsonScanned: JsonFields | undefined;
   private readonly jsonScannedExact: JsonFields | undefined;
   private timer: NodeJS.Timeout | undefined;
+  /** Set when a line may cost more than a few microseconds (an RE2 start pattern or mask): push() then watches the clock. */
+  private readonly sliced: boolean;
+  private readonly sliceMs: number;
+  /** Settles when the push in progress has shaped its lines: flush() and endFile() wait for it, the timer defers to it. */
+  private shaping: Promise<void> | undefined;
 
   constructor(
     settings: ShapingSettings,
@@ -78,6 +96,9 @@ export class Shaper {
     options: ShaperOptions = {},
   ) {
     this.arena = options.otlpValues && settings.json ? new AnyValueArena() : undefined;
+    const start = settings.multiline?.start;
+    this.sliced = (start !== undefined && literalPrefixes(start) === undefined) || (settings.mask?.patterns.length ?? 0) > 0;
+    this.sliceMs = options.sliceMs ?? SLICE_MS;
     this.joiner = settings.multiline ? new Joiner(settings.multiline, now) : undefined;
     this.masker = settings.mask ? new Masker(settings.mask) : undefined;
     this.json = settings.json;
@@ -109,25 +130,48 @@ export class Shaper {
     const out: LogRecord[] = [];
     const groups: Group[] = [];
     this.joiner?.tick();
-    for (const r of records) {
-      if (!this.joiner) {
-        out.push(this.shape(r));
-        continue;
+    let done: (() => void) | undefined;
+    let sliceStart = 0;
+    if (this.sliced) {
+      this.shaping = new Promise((resolve) => (done = resolve));
+      sliceStart = performance.now();
+    }
+    try {
+      for (let i = 0; i < records.length; i++) {
+        const r = records[i]!;
+        if (!this.joiner) out.push(this.shape(r));
+        else {
+          // Read from where this line's groups start: setting the length back to 0 per line would give up the array's storage each time.
+          const from = groups.length;
+          this.joiner.feed(this.fileOf(r.file).slots[r.stream], r, groups);
+          for (let k = from; k < groups.length; k++) out.push(this.shape(groups[k]!));
+        }
+        if (this.sliced && i + 1 < records.length && performance.now() - sliceStart >= this.sliceMs) {
+          await nextTurn();
+          sliceStart = performance.now();
+        }
       }
-      // Read from where this line's groups start: setting the length back to 0 per line would give up the array's storage each time.
-      const from = groups.length;
-      this.joiner.feed(this.fileOf(r.file).slots[r.stream], r, groups);
-      for (let k = from; k < groups.length; k++) out.push(this.shape(groups[k]!));
+    } finally {
+      if (done) {
+        this.shaping = undefined;
+        done();
+      }
     }
     if (this.joiner && !this.timer && this.anyOpen()) this.arm();
     if (out.length > 0) await this.out(this.settle(out));
   };
+
+  /** Until the push in progress, if any, has shaped its lines (not until its records are taken: that may wait on delivery). */
+  private async shaped(): Promise<void> {
+    while (this.shaping) await this.shaping;
+  }
 
   /**
    * The source is done with a file (it ended, rotated away, or the drain let
    * go of it): its open events go out, so its checkpoint can reach its end.
    */
   async endFile(file: FileMeta): Promise<void> {
+    if (this.shaping) await this.shaped();
     const f = this.files.get(file);
     if (!f) return;
     const out = this.endAll(f);
@@ -138,6 +182,7 @@ export class Shaper {
 
   /** The drain: every open event goes out as it is. */
   async flush(): Promise<void> {
+    if (this.shaping) await this.shaped();
     const out: LogRecord[] = [];
     for (const f of this.files.values()) out.push(...this.endAll(f));
     const settled = this.settle(out);
@@ -183,6 +228,12 @@ export class Shaper {
 
   private readonly expire = (): void => {
     this.timer = undefined;
+    if (this.shaping) {
+      // A push is between two of its lines: the events it is feeding are not idle, and what it holds must go out first.
+      this.timer = setTimeout(this.expire, this.sliceMs);
+      this.timer.unref?.();
+      return;
+    }
     const j = this.joiner!;
     const now = this.now();
     const out: LogRecord[] = [];

@@ -186,12 +186,15 @@ describe('custom start pattern (RE2)', () => {
     expect(() => harness(shaping({ MULTILINE_START: '(?<=x)y' }))).toThrow(/JOBHARVEST_MULTILINE_START is not a valid RE2 pattern/);
   });
 
-  it('a pathological pattern against a 100 KB line completes (RE2 is linear)', async () => {
+  it('a pathological pattern against a 100 KB line completes (RE2 is linear), and reads only the line\'s first 1 KiB', async () => {
     const line = 'a'.repeat(100_000) + 'b';
-    expect(customRule('(a+)+$').start(line)).toBe(-1);
+    // The start decides: a 'b' past the first 1 KiB is not seen, so `$` matches at the cut.
+    expect(customRule('(a+)+$').start(line)).toBe(0);
+    expect(customRule('(a+)+$').start('a'.repeat(1000) + 'b')).toBe(-1);
     expect(customRule('(x+x+)+y').start('x'.repeat(100_000))).toBe(-1);
-    const h = await run({ MULTILINE_START: '(a+)+$' }, `aaa\n${line}\naaaa`);
-    expect(h.out.map((r) => r.message.length)).toEqual([3 + 1 + line.length, 4]);
+    expect(customRule('(x+x+)+y').start('x'.repeat(100_000) + 'y')).toBe(-1);
+    const h = await run({ MULTILINE_START: '(a+)+$' }, `aaa\nab\n${line}\naaaa`);
+    expect(h.out.map((r) => r.message.length)).toEqual([3 + 1 + 2, line.length, 4]);
   });
 });
 

@@ -85,7 +85,7 @@ export const ENV = {
 
   // --- record shaping (all off by default) ---------------------------------------
   MULTILINE: spec({ name: 'JOBHARVEST_MULTILINE', source: 'settings', default: '', description: 'Join consecutive lines of one container stream into one record: a comma-separated list of built-in rules (python, java, go, nodejs). Empty turns joining off unless JOBHARVEST_MULTILINE_START is set.' }),
-  MULTILINE_START: spec({ name: 'JOBHARVEST_MULTILINE_START', source: 'settings', description: 'A custom start-of-event pattern (RE2 syntax, matched in linear time): a line that matches starts a new record, any other line joins the one before. An invalid pattern stops the sidecar at start-up with a configuration error.' }),
+  MULTILINE_START: spec({ name: 'JOBHARVEST_MULTILINE_START', source: 'settings', description: 'A custom start-of-event pattern (RE2 syntax, matched in linear time against the first 1024 bytes of each line, at most 320 instructions): a line that matches starts a new record, any other line joins the one before. An invalid pattern stops the sidecar at start-up with a configuration error.' }),
   MULTILINE_MAX_LINES: spec({ name: 'JOBHARVEST_MULTILINE_MAX_LINES', source: 'settings', default: '500', description: 'A joined record ends after this many lines.' }),
   MULTILINE_MAX_BYTES: spec({ name: 'JOBHARVEST_MULTILINE_MAX_BYTES', source: 'settings', default: '262144', description: 'A joined record ends before it would exceed this many message bytes (at most JOBHARVEST_MAX_RECORD_BYTES).' }),
   MULTILINE_FLUSH_MS: spec({ name: 'JOBHARVEST_MULTILINE_FLUSH_MS', source: 'settings', default: '1000', description: 'A joined record with no new line for this long is sent as it is.' }),

@@ -28,23 +28,45 @@ export const MAX_PATTERN_BYTES = 1024;
  */
 export const MAX_PATTERN_PROGRAM = 4096;
 
+/**
+ * A start-of-event pattern is a tenant's (the `jobharvest.io/multiline-start`
+ * annotation) and runs in shared programs too (the harvester applies a pod's
+ * shaping), so it gets a tighter bound than the operator's masks: it is
+ * matched against a line's first START_MATCH_BYTES bytes only, and its
+ * program is at most MAX_START_PROGRAM instructions. The worst accepted
+ * pattern measured (one whose DFA needs 2^314 states, so re2js runs its NFA)
+ * then costs at most 27 ms of CPU per line, where `[a-z]{1,1000}[a-z]{1,1000}b`
+ * cost 12.6 s on one 256 KiB line before (`npm run bench:pattern`). The cap
+ * is measured against the built-in rules: the four written as RE2 and joined
+ * with a timestamp-and-level pattern compile to 307 instructions.
+ */
+export const MAX_START_PROGRAM = 320;
+/** What decides whether a line starts an event is its start: a timestamp, a level, `Traceback`, `panic:`. */
+export const START_MATCH_BYTES = 1024;
+
 // A namespace's pattern is checked again for each of its Jobs: the verdicts
 // of recent patterns are kept (bounded, since tenants write them).
 const VERDICTS_MAX = 256;
 const verdicts = new Map<string, string | undefined>();
 
 /** Why a pattern is refused, or undefined when RE2 compiles it within the bounds. */
-export function patternProblem(pattern: string): string | undefined {
+export function patternProblem(pattern: string, maxProgram = MAX_PATTERN_PROGRAM): string | undefined {
   // Only short texts are remembered: a long one is refused before compiling anyway.
-  if (pattern.length > MAX_PATTERN_BYTES) return check(pattern);
-  if (verdicts.has(pattern)) return verdicts.get(pattern);
-  const why = check(pattern);
+  if (pattern.length > MAX_PATTERN_BYTES) return check(pattern, maxProgram);
+  const key = `${maxProgram}\u0000${pattern}`;
+  if (verdicts.has(key)) return verdicts.get(key);
+  const why = check(pattern, maxProgram);
   if (verdicts.size >= VERDICTS_MAX) verdicts.clear();
-  verdicts.set(pattern, why);
+  verdicts.set(key, why);
   return why;
 }
 
-function check(pattern: string): string | undefined {
+/** Why a start-of-event pattern is refused: a pattern's bounds, with the start pattern's program cap. */
+export function startPatternProblem(pattern: string): string | undefined {
+  return patternProblem(pattern, MAX_START_PROGRAM);
+}
+
+function check(pattern: string, maxProgram: number): string | undefined {
   if (pattern.length === 0) return 'empty';
   const bytes = Buffer.byteLength(pattern);
   if (bytes > MAX_PATTERN_BYTES) return `longer than ${MAX_PATTERN_BYTES} bytes (${bytes})`;
@@ -59,6 +81,6 @@ function check(pattern: string): string | undefined {
     // re2js quotes the offending part; the first line is the whole reason.
     return `not an RE2 pattern: ${String((e as Error).message ?? e).split('\n')[0]!.replace(/^error parsing regexp: /, '')}`;
   }
-  if (size > MAX_PATTERN_PROGRAM) return `compiles to ${size} instructions, more than ${MAX_PATTERN_PROGRAM} (lower the repeat counts)`;
+  if (size > maxProgram) return `compiles to ${size} instructions, more than ${maxProgram} (lower the repeat counts)`;
   return undefined;
 }

@@ -2,7 +2,7 @@ import { credentialQueryParameter, isEndpointScheme } from '../contract/endpoint
 import { esIndexProblem, forwardTagProblem, lokiTenantProblem } from '../contract/values.ts';
 import { SINKS, type SinkType } from '../contract/env.ts';
 import { STATUS_ANNOTATION } from '../contract/harvest.ts';
-import { MULTILINE_RULES, PARSE_FORMATS, patternProblem, type MultilineRule, type ParseFormat } from '../contract/shaping-settings.ts';
+import { MULTILINE_RULES, PARSE_FORMATS, startPatternProblem, type MultilineRule, type ParseFormat } from '../contract/shaping-settings.ts';
 
 /** Every annotation jobharvest reads or writes. The docs test compares this list with the configuration reference. */
 export const ANNOTATIONS = {
@@ -122,7 +122,7 @@ export const parse = {
   /** Trimmed like every other value, because the sidecar trims its environment. */
   pattern(v: string): ParseResult<string> {
     const s = v.trim();
-    const why = patternProblem(s);
+    const why = startPatternProblem(s);
     return why === undefined ? ok(s) : bad(why);
   },
   parseFormat(v: string): ParseResult<ParseFormat> {

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { webhookOptions } from '../../src/cli/webhook-flags.ts';
 import { ENV } from '../../src/contract/env.ts';
-import { MAX_PATTERN_BYTES, patternProblem } from '../../src/contract/shaping-settings.ts';
+import { MAX_PATTERN_BYTES, MAX_PATTERN_PROGRAM, MAX_START_PROGRAM, patternProblem, startPatternProblem } from '../../src/contract/shaping-settings.ts';
 import { sidecarDigest } from '../../src/contract/signature.ts';
 import { carriedKeyProblem, carriedMetadata, MAX_CARRIED_TOTAL_BYTES, MAX_CARRIED_VALUE_BYTES } from '../../src/core/carry.ts';
 import { decide } from '../../src/core/decide.ts';
@@ -96,6 +96,23 @@ describe('record-shaping settings', () => {
     expect(patternProblem('.{1000}.{1000}.{1000}.{1000}.{1000}')).toMatch(/instructions, more than/);
     expect(patternProblem('a\nb')).toMatch(/control characters/);
     expect(patternProblem('')).toBe('empty');
+  });
+
+  it('a start pattern, a tenant\'s, compiles to at most 320 instructions; an operator\'s mask to 4096', () => {
+    expect([MAX_START_PROGRAM, MAX_PATTERN_PROGRAM]).toEqual([320, 4096]);
+    const hostile = '[a-z]{1,1000}[a-z]{1,1000}b';
+    expect(patternProblem(hostile)).toBeUndefined();
+    expect(startPatternProblem(hostile)).toBe('compiles to 4001 instructions, more than 320 (lower the repeat counts)');
+    // The verdicts are remembered per cap: the mask's answer does not stand for the start pattern's.
+    expect(patternProblem(hostile)).toBeUndefined();
+    // The four built-in rules written as one RE2 alternation, after a timestamp and level: 307 instructions.
+    const realistic = String.raw`(?:^\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?\s+(?:TRACE|DEBUG|INFO|WARN(?:ING)?|ERROR|FATAL)\b)|(?:^(?:Traceback \(most recent call last\):|  \+ Exception Group Traceback \(most recent call last\):))|(?:^(?:Exception in thread "|[^\s:]*\.[^\s:]*(?:Exception|Error|Throwable)(?::|$)))|(?:^(?:panic: |fatal error: |goroutine \d+ \[))|(?:^(?:(?:Uncaught )?[A-Z]?[A-Za-z]*Error(?: \[[A-Z0-9_]+\])?(?::|$)|\S+\.(?:m|c)?[jt]s:\d+$))`;
+    expect(startPatternProblem(realistic)).toBeUndefined();
+    const j = job();
+    j.metadata.annotations = { 'jobharvest.io/multiline-start': hostile };
+    const { env, warnings } = sidecarEnv(j);
+    expect(env[ENV.MULTILINE_START.name]).toBeUndefined();
+    expect(warnings).toContainEqual(expect.stringMatching(/^Job annotation jobharvest\.io\/multiline-start="\[a-z\]\{1,1000\}\[a-z\]\{1,1000\}b" ignored: compiles to 4001 instructions, more than 320/));
   });
 
   it('bounds, masks and carried keys come from the config only, never from annotations', () => {
