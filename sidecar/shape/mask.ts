@@ -7,26 +7,98 @@ import { ConfigError } from '../config.ts';
 import { mapLeaves, type FieldValue, type Fields } from '../records/record.ts';
 import type { MaskRule, MaskSettings } from './settings.ts';
 
-type Replace = (text: string, replacement: string, count: (n: number) => void) => string;
+/**
+ * A rule finds the spans to replace in a text: [from, to) pairs pushed onto
+ * `spans`, in any order; `from` written as -1 - from when the span is a JSON
+ * value that is no string, so the replacement goes in as a string. Rules only find; Masker decides what the text
+ * becomes, so every rule reads the same text and a span found in a decoded
+ * view is mapped back to the raw line (see views()).
+ */
+type Find = (text: string, spans: number[]) => void;
 
 /** `Authorization: Bearer <token>`: the token goes, the scheme stays so the line still reads. */
 const BEARER = /(\bbearer[ \t]+)([A-Za-z0-9\-._~+/]+=*)/gi;
 const AWS_KEY = /\b(?:AKIA|ASIA)[A-Z0-9]{16}\b/g;
-/** `password=x`, `passwd: x`, `"pwd": "x"`, `DB_PASSWORD=x`: only the value is replaced. */
-const PASSWORD = /((?:password|passwd|pwd)["']?[ \t]*[:=][ \t]*)(?:"([^"]*)"|'([^']*)'|([^\s"'&,;]+))/gi;
+/**
+ * `password=x`, `passwd: x`, `"pwd": "x"`, `DB_PASSWORD=x`: only the value.
+ * A quoted value ends at its unescaped closing quote (`"ab\"cd"` is one
+ * value), or at the end of the line when the quote is never closed (a value
+ * cut short by a bound is still a secret). An unquoted value never begins
+ * with an escaped quote. Linear: the three branches begin
+ * with different characters, and a quoted scan stops at the first unescaped
+ * quote, which the next match's own opening quote is at the latest. An
+ * unquoted value ends where backslashes run into a quote: that is a quote
+ * encoded once or more (`password=\"x\"`), read in its decoded view.
+ */
+const PASSWORD = /((?:password|passwd|pwd)["']?[ \t]*[:=][ \t]*)(?:"((?:[^"\\\n]|\\.)*)"?|'((?:[^'\\\n]|\\.)*)'?|((?:[^\s"'&,;\\]|\\+[^\s"'&,;\\])+))/gi;
 
-function regexRule(re: RegExp, keep: (m: string[]) => [string, string]): Replace {
-  return (text, replacement, count) => {
-    let n = 0;
-    const out = text.replace(re, (...m: string[]) => {
-      n++;
-      const [before, after] = keep(m);
-      return before + replacement + after;
-    });
-    if (n > 0) count(n);
-    return out;
+function regexRule(re: RegExp, group: number): Find {
+  return (text, spans) => {
+    re.lastIndex = 0;
+    for (let m = re.exec(text); m !== null; m = re.exec(text)) {
+      if (group === 0) {
+        spans.push(m.index, m.index + m[0].length);
+        continue;
+      }
+      const value = m[group]!;
+      // Where the group starts: the match is its prefix groups, then the value.
+      const at = m.index + m[0].length - value.length;
+      spans.push(at, at + value.length);
+    }
   };
 }
+
+const JSON_NUMBER = /^-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/;
+const JSON_WORD = /^(?:null|true|false)\b/;
+
+const passwordRule: Find = (text, spans) => {
+  PASSWORD.lastIndex = 0;
+  for (let m = PASSWORD.exec(text); m !== null; m = PASSWORD.exec(text)) {
+    const quoted = m[2] !== undefined || m[3] !== undefined;
+    const value = m[2] ?? m[3] ?? m[4]!;
+    const at = m.index + m[1]!.length + (quoted ? 1 : 0);
+    if (!quoted && m[1]!.includes('"')) {
+      // A JSON member whose value is no string: null or a boolean hides
+      // nothing; a number goes, written as a string so the line stays JSON.
+      if (JSON_WORD.test(value)) continue;
+      const n = JSON_NUMBER.exec(value);
+      if (n) {
+        spans.push(-1 - at, at + n[0].length);
+        continue;
+      }
+    }
+    spans.push(at, at + value.length);
+  }
+};
+
+/** Ends the authority of a URL: a path, query or fragment, whitespace, or the quote or bracket around the URL. */
+const AUTHORITY_END = /[/?#\s"'<>`\\]/;
+
+/**
+ * `scheme://user:password@host`: the password goes, the user and host stay.
+ * The password runs to the last `@` of the authority, since a password
+ * written by hand often holds a raw `@`. Plain string code: a regexp that
+ * finds a scheme backwards from any letter would be quadratic on a long word.
+ */
+const urlUserinfo: Find = (text, spans) => {
+  let from = 0;
+  for (;;) {
+    const sep = text.indexOf('://', from);
+    if (sep < 0) return;
+    let end = sep + 3;
+    let at = -1;
+    let colon = -1;
+    for (; end < text.length; end++) {
+      const c = text[end]!;
+      if (AUTHORITY_END.test(c)) break;
+      if (c === '@') at = end;
+      else if (c === ':' && colon < 0) colon = end;
+    }
+    // A scheme (a letter at least) before the separator, and a password: user:password@.
+    if (sep > 0 && /[A-Za-z0-9+.-]/.test(text[sep - 1]!) && colon >= 0 && at > colon + 1) spans.push(colon + 1, at);
+    from = end;
+  }
+};
 
 const PEM_BEGIN = '-----BEGIN ';
 const PEM_TAIL = 'PRIVATE KEY-----';
@@ -37,73 +109,234 @@ const PEM_TAIL = 'PRIVATE KEY-----';
  * END (a single line, or a key cut by a bound) everything after the header
  * goes, so the part of the key on this line never leaves.
  */
-const privateKey: Replace = (text, replacement, count) => {
+const privateKey: Find = (text, spans) => {
   let from = 0;
-  let out = '';
-  let n = 0;
   for (;;) {
     const begin = text.indexOf(PEM_BEGIN, from);
-    if (begin < 0) break;
+    if (begin < 0) return;
     const headerEnd = text.indexOf(PEM_TAIL, begin + PEM_BEGIN.length);
     const eol = text.indexOf('\n', begin);
     if (headerEnd < 0 || (eol >= 0 && eol < headerEnd) || headerEnd - begin > 80) {
-      out += text.slice(from, begin + PEM_BEGIN.length);
       from = begin + PEM_BEGIN.length;
       continue;
     }
     const bodyAt = headerEnd + PEM_TAIL.length;
     const end = text.indexOf('-----END ', bodyAt);
     // A BEGIN line on its own: the key is in the records after it (Masker.textIn).
-    if (end < 0 && text.slice(bodyAt).trim() === '') break;
-    n++;
-    out += text.slice(from, bodyAt) + replacement;
+    if (end < 0 && text.slice(bodyAt).trim() === '') return;
     if (end < 0) {
-      from = text.length;
-      break;
+      spans.push(bodyAt, text.length);
+      return;
     }
-    from = end;
+    spans.push(bodyAt, end);
+    from = end + 1;
     // Skip the END marker itself, so its "PRIVATE KEY-----" is not read as a header.
     const endTail = text.indexOf(PEM_TAIL, end);
-    if (endTail >= 0 && endTail - end < 80) {
-      out += text.slice(end, endTail + PEM_TAIL.length);
-      from = endTail + PEM_TAIL.length;
-    }
+    if (endTail >= 0 && endTail - end < 80) from = endTail + PEM_TAIL.length;
   }
-  if (n === 0) return text;
-  count(n);
-  return out + text.slice(from);
 };
 
-const BUILT_IN: Readonly<Record<MaskRule, Replace>> = {
-  bearer: regexRule(BEARER, (m) => [m[1]!, '']),
-  'aws-access-key': regexRule(AWS_KEY, () => ['', '']),
+const BUILT_IN: Readonly<Record<MaskRule, Find>> = {
+  bearer: regexRule(BEARER, 2),
+  'aws-access-key': regexRule(AWS_KEY, 0),
   'private-key': privateKey,
-  password: regexRule(PASSWORD, (m) => {
-    const quote = m[2] !== undefined ? '"' : m[3] !== undefined ? "'" : '';
-    return [m[1]! + quote, quote];
-  }),
+  password: passwordRule,
+  'url-userinfo': urlUserinfo,
 };
 
-function re2Rule(pattern: string, index: number): Replace {
+function re2Rule(pattern: string, index: number): Find {
   let re: RE2JS;
   try {
     re = RE2JS.compile(pattern);
   } catch (err) {
     throw new ConfigError([`JOBHARVEST_MASK_PATTERNS[${index}] is not a valid RE2 pattern: ${(err as Error).message}`]);
   }
-  return (text, replacement, count) => {
-    // A cheap test first: most lines hold no secret, and replaceAll copies.
-    if (!re.test(text)) return text;
-    let n = 0;
-    // A function result is taken literally, so a `$` in the replacement stays a `$`.
-    const out = re.matcher(text).replaceAll(() => {
-      n++;
-      return replacement;
-    });
-    if (n > 0) count(n);
-    return out;
+  return (text, spans) => {
+    // A cheap test first: most lines hold no secret.
+    if (!re.test(text)) return;
+    const m = re.matcher(text);
+    // An empty match hides nothing: only spans with something in them are replaced.
+    while (m.find()) if (m.end() > m.start()) spans.push(m.start(), m.end());
   };
 }
+
+/**
+ * What masks read. A JSON string in a line is read as a JSON reader reads it,
+ * its escapes decoded (`\u0070assword`, `\/`, `\n`), and the text inside a
+ * string is read again, decoded, as text of its own: a serialized body
+ * (`"body={\"password\":\"x\"}"`) is then `body={"password":"x"}`, whatever
+ * the parse setting and however wide the line. A view is that text with,
+ * for each of its characters, where it starts in the raw line, so that a
+ * span found in it replaces exactly the raw bytes that spell it (an escape
+ * whole, never half of one).
+ */
+interface View {
+  readonly text: string;
+  /** Raw offset of each character, and of the end (length text.length + 1); absent: the raw line itself. */
+  readonly at: Int32Array | undefined;
+  /** How many times the view's text is JSON-encoded in the raw line. */
+  readonly depth: number;
+}
+
+/** A string inside a string inside …: read this many levels down, no further (a line is read once per level). */
+export const MASK_MAX_NESTING = 6;
+
+const rawAt = (v: View, i: number): number => (v.at ? v.at[i]! : i);
+
+const HEX = /^[0-9a-fA-F]{4}$/;
+
+/**
+ * The JSON string literals of a text, as [open, close, has an escape]
+ * triples (quote positions, 1 or 0): from
+ * the left, each `"` to its unescaped closing quote, when every escape in
+ * between is one JSON has and no raw control character is. Linear: a scan
+ * that fails does so before the next quote, where the next one starts.
+ */
+function literals(text: string): number[] {
+  const out: number[] = [];
+  let i = 0;
+  for (;;) {
+    const q = text.indexOf('"', i);
+    if (q < 0) return out;
+    let j = q + 1;
+    let ok = false;
+    let escaped = 0;
+    while (j < text.length) {
+      const c = text.charCodeAt(j);
+      if (c === 0x22) {
+        ok = true;
+        break;
+      }
+      if (c === 0x5c) {
+        escaped = 1;
+        const x = text[j + 1];
+        if (x !== undefined && '"\\/bfnrt'.includes(x)) j += 2;
+        else if (x === 'u' && HEX.test(text.slice(j + 2, j + 6))) j += 6;
+        else break;
+      } else if (c < 0x20) break;
+      else j++;
+    }
+    if (ok) {
+      out.push(q, j, escaped);
+      i = j + 1;
+    } else i = q + 1;
+  }
+}
+
+const SIMPLE: Readonly<Record<string, string>> = { '/': '/', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' };
+
+/**
+ * The view with the escapes inside its JSON strings spelled out, but for a
+ * quote and a backslash (however written: `\u0022` reads as `\"`), which keep
+ * the strings where they are. Its literals come along: those still holding an
+ * escape are the strings to read again, decoded. The view itself when no
+ * string in it has an escape.
+ */
+function spelled(v: View): { view: View; lits: number[] } {
+  const text = v.text;
+  if (!text.includes('\\')) return { view: v, lits: [] };
+  const lits = literals(text);
+  let any = false;
+  for (let k = 2; k < lits.length && !any; k += 3) if (lits[k] === 1) any = true;
+  if (!any) return { view: v, lits: [] };
+  const at = new Int32Array(text.length + 1);
+  const parts: string[] = [];
+  const outLits: number[] = [];
+  let n = 0;
+  let from = 0;
+  const copy = (to: number) => {
+    for (let i = from; i < to; i++) at[n + i - from] = rawAt(v, i);
+    parts.push(text.slice(from, to));
+    n += to - from;
+  };
+  for (let k = 0; k < lits.length; k += 3) {
+    const open = lits[k]!;
+    const close = lits[k + 1]!;
+    if (lits[k + 2] === 0) continue;
+    let kept = false;
+    copy(open + 1);
+    const litAt = n - 1;
+    from = open + 1;
+    for (let i = from; i < close; i++) {
+      if (text.charCodeAt(i) !== 0x5c) continue;
+      copy(i);
+      const x = text[i + 1]!;
+      const start = rawAt(v, i);
+      let ch: string;
+      let len = 2;
+      if (x === 'u') {
+        ch = String.fromCharCode(parseInt(text.slice(i + 2, i + 6), 16));
+        len = 6;
+      } else ch = x === '"' || x === '\\' ? x : SIMPLE[x]!;
+      if (ch === '"' || ch === '\\') {
+        // Still escaped, as a pair that maps to the escape whole.
+        parts.push('\\' + ch);
+        at[n] = start;
+        at[n + 1] = start;
+        n += 2;
+        kept = true;
+      } else {
+        parts.push(ch);
+        at[n] = start;
+        n++;
+      }
+      i += len - 1;
+      from = i + 1;
+    }
+    copy(close);
+    from = close;
+    if (kept) outLits.push(litAt, n);
+  }
+  copy(text.length);
+  at[n] = rawAt(v, text.length);
+  return { view: { text: parts.join(''), at, depth: v.depth }, lits: outLits };
+}
+
+/** The inside of a literal of a spelled view (only `\"` and `\\` left in it), decoded: a view one level down. */
+function inside(v: View, open: number, close: number): View {
+  const text = v.text;
+  const at = new Int32Array(close - open);
+  let out = '';
+  let n = 0;
+  let from = open + 1;
+  for (let i = from; i < close; i++) {
+    if (text.charCodeAt(i) !== 0x5c) continue;
+    for (let j = from; j < i; j++) at[n++] = rawAt(v, j);
+    out += text.slice(from, i) + text[i + 1];
+    at[n++] = rawAt(v, i);
+    i++;
+    from = i + 1;
+  }
+  for (let j = from; j < close; j++) at[n++] = rawAt(v, j);
+  out += text.slice(from, close);
+  at[n] = rawAt(v, close);
+  return { text: out, at: at.subarray(0, n + 1), depth: v.depth + 1 };
+}
+
+/** `s` written inside a JSON string, `times` times over. */
+function encoded(s: string, times: number): string {
+  for (let i = 0; i < times; i++) s = JSON.stringify(s).slice(1, -1);
+  return s;
+}
+
+/**
+ * 1 when `at` falls inside one of the literals (in order, as literals()
+ * gives them), else 0: a replacement there is written as that string would
+ * hold it.
+ */
+function inLiteral(lits: readonly number[], at: number): number {
+  let lo = 0;
+  let hi = lits.length / 3;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (lits[mid * 3 + 1]! < at) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo * 3 < lits.length && lits[lo * 3]! < at ? 1 : 0;
+}
+
+/** A replacement a JSON string holds as it is, at any depth: JSON writes it back unescaped. */
+const plainInJson = (s: string): boolean => JSON.stringify(s) === `"${s}"` && !/[\u2028\u2029]/.test(s);
 
 /** A line of a PEM body, or one of its header lines (`Proc-Type: …`, `DEK-Info: …`), or blank. */
 const PEM_BODY = /^\s*[A-Za-z0-9+/=]*\s*$/;
@@ -124,61 +357,19 @@ function opensPrivateKey(text: string): boolean {
   return tail >= 0 && tail - begin <= 80 && !text.includes('\n', begin) && text.indexOf('-----END ', tail) < 0;
 }
 
-const HEX = /^[0-9a-fA-F]{4}$/;
-
-/**
- * A JSON object line with the escapes that merely spell a character (`\/`,
- * and `\uXXXX` for a printable one that is no quote, backslash or surrogate
- * half) written as that character, so that masks read the characters a JSON
- * reader sees: `abc\/def` or `\u0041KIA…` no longer hides a secret from them.
- * Every other byte stays as it was (the values are the same JSON); the text
- * itself when it has no such escape or is no JSON object.
- */
-export function spelledOut(text: string): string {
-  if (!text.includes('\\') || !text.trimStart().startsWith('{')) return text;
-  try {
-    JSON.parse(text);
-  } catch {
-    return text;
-  }
-  let out = '';
-  let from = 0;
-  let inString = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c === 0x22) inString = !inString;
-    else if (c === 0x5c && inString) {
-      const x = text[i + 1];
-      let ch: string | undefined;
-      if (x === '/') ch = '/';
-      else if (x === 'u' && HEX.test(text.slice(i + 2, i + 6))) {
-        const code = parseInt(text.slice(i + 2, i + 6), 16);
-        if (code >= 0x20 && code !== 0x22 && code !== 0x5c && code !== 0x7f && (code < 0xd800 || code > 0xdfff) && code !== 0x2028 && code !== 0x2029) ch = String.fromCharCode(code);
-      }
-      if (ch !== undefined) {
-        out += text.slice(from, i) + ch;
-        i += x === '/' ? 1 : 5;
-        from = i + 1;
-      } else i++;
-    }
-  }
-  return from === 0 ? text : out + text.slice(from);
-}
-
 export class Masker {
-  private readonly rules: readonly Replace[];
+  private readonly rules: readonly Find[];
   /** The private-key rule is on: masking then follows a key over the lines after its BEGIN line. */
   readonly pem: boolean;
   private readonly replacement: string;
+  private readonly plainReplacement: boolean;
   /** Matches replaced so far. */
   matches = 0;
-  private readonly count = (n: number): void => {
-    this.matches += n;
-  };
 
   constructor(s: MaskSettings) {
     this.rules = [...s.rules.map((r) => BUILT_IN[r]), ...s.patterns.map(re2Rule)];
     this.replacement = s.replacement;
+    this.plainReplacement = plainInJson(s.replacement);
     this.pem = s.rules.includes('private-key');
   }
 
@@ -210,9 +401,62 @@ export class Masker {
     return s;
   }
 
+  /**
+   * The text with every secret the rules find in it, or in what a JSON
+   * reader reads of it, replaced; every byte outside a secret as it was, so
+   * a JSON line stays the same JSON but for the secrets.
+   */
   text(s: string): string {
-    for (const rule of this.rules) s = rule(s, this.replacement, this.count);
-    return s;
+    const found: number[] = [];
+    this.read({ text: s, at: undefined, depth: 0 }, found);
+    if (found.length === 0) return s;
+    return this.replaced(s, found);
+  }
+
+  /** Pushes the raw spans the rules find in the view and in the strings inside it, as [from, to, depth, a JSON value] quadruples. */
+  private read(v: View, found: number[]): void {
+    const { view, lits } = spelled(v);
+    const spans: number[] = [];
+    for (const rule of this.rules) rule(view.text, spans);
+    // Only a replacement a JSON string cannot hold as it is needs to know whether it lands in one.
+    const all = this.plainReplacement || spans.length === 0 ? undefined : literals(view.text);
+    for (let k = 0; k < spans.length; k += 2) {
+      const value = spans[k]! < 0;
+      const start = value ? -1 - spans[k]! : spans[k]!;
+      const from = rawAt(view, start);
+      const to = rawAt(view, spans[k + 1]!);
+      if (to > from) found.push(from, to, view.depth + (all ? inLiteral(all, start) : 0), value ? 1 : 0);
+    }
+    if (view.depth + 1 >= MASK_MAX_NESTING) return;
+    for (let k = 0; k < lits.length; k += 2) this.read(inside(view, lits[k]!, lits[k + 1]!), found);
+  }
+
+  /** The raw text with the spans (overlapping ones as one) replaced, the replacement encoded for where it lands. */
+  private replaced(s: string, found: number[]): string {
+    const order = Array.from({ length: found.length / 4 }, (_, i) => i * 4).sort((a, b) => found[a]! - found[b]! || found[b + 1]! - found[a + 1]!);
+    let out = '';
+    let from = 0;
+    let n = 0;
+    for (let k = 0; k < order.length; ) {
+      const i = order[k]!;
+      const start = found[i]!;
+      let end = found[i + 1]!;
+      let depth = found[i + 2]!;
+      let value = found[i + 3] === 1;
+      for (k++; k < order.length && found[order[k]!]! < end; k++) {
+        const j = order[k]!;
+        end = Math.max(end, found[j + 1]!);
+        depth = Math.min(depth, found[j + 2]!);
+        value ||= found[j + 3] === 1;
+      }
+      const written = value ? encoded(`"${encoded(this.replacement, 1)}"`, depth) : depth === 0 ? this.replacement : encoded(this.replacement, depth);
+      // Masked already (a field of a line masked before it was parsed): not a new match.
+      if (end - start !== written.length || s.slice(start, end) !== written) n++;
+      out += s.slice(from, start) + written;
+      from = end;
+    }
+    this.matches += n;
+    return out + s.slice(from);
   }
 
   /** String values at every level; keys are the program's names and stay. */

@@ -20,7 +20,7 @@ import { CriRecord, type FileMeta, type LogRecord, type Stream } from '../record
 import { PreparedJsonRecord, ShapedRecord, type JsonFields } from '../records/shaped.ts';
 import { utf8Valid } from '../records/utf8.ts';
 import { parseJsonFields } from './json.ts';
-import { Masker, spelledOut, type MaskState } from './mask.ts';
+import { Masker, type MaskState } from './mask.ts';
 import { Joiner, type Group, type Slot } from './multiline.ts';
 import type { JsonSettings, ShapingSettings } from './settings.ts';
 
@@ -289,9 +289,8 @@ export class Shaper {
     }
     const maskedBefore = this.masker?.matches ?? 0;
     if (this.masker) {
-      // Masks read a JSON line's escaped characters spelled out; a line they leave alone stays as written, escapes and all.
-      const spelled = spelledOut(message);
-      const text = this.masker.pem ? this.masker.textIn(spelled, this.fileOf(first.file).masks[first.stream]) : this.masker.text(spelled);
+      // Masks read what a JSON reader reads of the line (mask.ts, views), at any parse setting; only a secret's own bytes change.
+      const text = this.masker.pem ? this.masker.textIn(message, this.fileOf(first.file).masks[first.stream]) : this.masker.text(message);
       if (this.masker.matches > maskedBefore) message = text;
     }
     let json: JsonFields | undefined;
