@@ -122,10 +122,14 @@ const privateKey: Find = (text, spans) => {
     }
     const bodyAt = headerEnd + PEM_TAIL.length;
     const end = text.indexOf('-----END ', bodyAt);
+    // Without an END, the key runs to the end of the text, or of the string it is in (a JSON line stays JSON).
+    let quote = end < 0 ? text.indexOf('"', bodyAt) : -1;
+    while (quote > 0 && text[quote - 1] === '\\') quote = text.indexOf('"', quote + 1);
+    const stop = quote >= 0 ? quote : text.length;
     // A BEGIN line on its own: the key is in the records after it (Masker.textIn).
-    if (end < 0 && text.slice(bodyAt).trim() === '') return;
+    if (end < 0 && text.slice(bodyAt, stop).trim() === '') return;
     if (end < 0) {
-      spans.push(bodyAt, text.length);
+      spans.push(bodyAt, stop);
       return;
     }
     spans.push(bodyAt, end);
@@ -134,6 +138,19 @@ const privateKey: Find = (text, spans) => {
     const endTail = text.indexOf(PEM_TAIL, end);
     if (endTail >= 0 && endTail - end < 80) from = endTail + PEM_TAIL.length;
   }
+};
+
+/**
+ * A word each rule's matches hold (case aside): a text with none of its
+ * rules' words holds no match of theirs, and one scan for all of them is
+ * cheaper than a scan per rule. Most lines hold none.
+ */
+const HINT: Readonly<Record<MaskRule, string>> = {
+  bearer: 'bearer',
+  'aws-access-key': 'akia|asia',
+  'private-key': '-----begin ',
+  password: 'passw|pwd',
+  'url-userinfo': ':\\/\\/',
 };
 
 const BUILT_IN: Readonly<Record<MaskRule, Find>> = {
@@ -172,22 +189,50 @@ function re2Rule(pattern: string, index: number): Find {
  */
 interface View {
   readonly text: string;
-  /** Raw offset of each character, and of the end (length text.length + 1); absent: the raw line itself. */
-  readonly at: Int32Array | undefined;
   /** How many times the view's text is JSON-encoded in the raw line. */
   readonly depth: number;
+  /** The view it was read from; absent: the raw line itself. */
+  readonly base?: View;
+  /** spelled(): the base's literals; inside(): the quotes of the literal it is the inside of. */
+  readonly lits?: readonly number[];
+  readonly open?: number;
+  readonly close?: number;
+  /**
+   * Raw offset of each character, and of the end (length text.length + 1),
+   * made when first asked for: only a view with a match in it needs it.
+   */
+  at?: Int32Array;
 }
 
 /** A string inside a string inside …: read this many levels down, no further (a line is read once per level). */
 export const MASK_MAX_NESTING = 6;
 
-const rawAt = (v: View, i: number): number => (v.at ? v.at[i]! : i);
+function rawAt(v: View, i: number): number {
+  const base = v.base;
+  if (!base) return i;
+  if (!v.at) {
+    const at = new Int32Array(v.text.length + 1);
+    if (v.lits) spell(base, v.lits, [], at);
+    else {
+      const src = base.text;
+      let n = 0;
+      for (let j = v.open! + 1; j < v.close!; j++) {
+        at[n++] = rawAt(base, j);
+        if (src.charCodeAt(j) === 0x5c) j++;
+      }
+      at[n] = rawAt(base, v.close!);
+    }
+    v.at = at;
+  }
+  return v.at[i]!;
+}
 
 const HEX = /^[0-9a-fA-F]{4}$/;
 
 /**
- * The JSON string literals of a text, as [open, close, has an escape]
- * triples (quote positions, 1 or 0): from
+ * The JSON string literals of a text, as [open, close, escapes] triples
+ * (quote positions; escapes: 1 when it has `\"` or `\\`, 2 when it has
+ * another, 3 both, 0 none): from
  * the left, each `"` to its unescaped closing quote, when every escape in
  * between is one JSON has and no raw control character is. Linear: a scan
  * that fails does so before the next quote, where the next one starts.
@@ -195,28 +240,38 @@ const HEX = /^[0-9a-fA-F]{4}$/;
 function literals(text: string): number[] {
   const out: number[] = [];
   let i = 0;
+  // The next quote, backslash and newline at or after where they were last looked for (-1: none left).
+  let quote = -2;
+  let slash = -2;
+  let nl = -2;
   for (;;) {
     const q = text.indexOf('"', i);
     if (q < 0) return out;
     let j = q + 1;
     let ok = false;
     let escaped = 0;
-    while (j < text.length) {
-      const c = text.charCodeAt(j);
-      if (c === 0x22) {
+    for (;;) {
+      if (quote !== -1 && quote < j) quote = text.indexOf('"', j);
+      if (quote < 0) break;
+      if (slash !== -1 && slash < j) slash = text.indexOf('\\', j);
+      if (slash < 0 || slash > quote) {
         ok = true;
+        j = quote;
         break;
       }
-      if (c === 0x5c) {
-        escaped = 1;
-        const x = text[j + 1];
-        if (x !== undefined && '"\\/bfnrt'.includes(x)) j += 2;
-        else if (x === 'u' && HEX.test(text.slice(j + 2, j + 6))) j += 6;
-        else break;
-      } else if (c < 0x20) break;
-      else j++;
+      const x = text[slash + 1];
+      escaped |= x === '"' || x === '\\' ? 1 : 2;
+      if (x !== undefined && '"\\/bfnrt'.includes(x)) j = slash + 2;
+      else if (x === 'u' && HEX.test(text.slice(slash + 2, slash + 6))) j = slash + 6;
+      else break;
     }
     if (ok) {
+      // A string never runs over a line's end: in a joined event, quotes pair within their lines.
+      if (nl !== -1 && nl < q) nl = text.indexOf('\n', q);
+      if (nl >= 0 && nl < j) {
+        i = q + 1;
+        continue;
+      }
       out.push(q, j, escaped);
       i = j + 1;
     } else i = q + 1;
@@ -236,32 +291,43 @@ function spelled(v: View): { view: View; lits: number[] } {
   const text = v.text;
   if (!text.includes('\\')) return { view: v, lits: [] };
   const lits = literals(text);
-  let any = false;
-  for (let k = 2; k < lits.length && !any; k += 3) if (lits[k] === 1) any = true;
-  if (!any) return { view: v, lits: [] };
-  const at = new Int32Array(text.length + 1);
-  const parts: string[] = [];
+  let spells = false;
+  for (let k = 2; k < lits.length && !spells; k += 3) if ((lits[k]! & 2) !== 0) spells = true;
+  if (!spells) {
+    // Nothing to spell out: the view as it is, and the strings with an escaped quote or backslash in them to read again.
+    const again: number[] = [];
+    for (let k = 0; k < lits.length; k += 3) if (lits[k + 2] !== 0) again.push(lits[k]!, lits[k + 1]!);
+    return { view: v, lits: again };
+  }
   const outLits: number[] = [];
+  return { view: { text: spell(v, lits, outLits, undefined), depth: v.depth, base: v, lits }, lits: outLits };
+}
+
+/** Copies base.text[from, to) onto the spelled text, and its map when one is made; the spelled text's length after. */
+function copyTo(v: View, parts: string[], at: Int32Array | undefined, n: number, from: number, to: number): number {
+  if (to <= from) return n;
+  if (at) for (let i = from; i < to; i++) at[n + i - from] = rawAt(v, i);
+  parts.push(v.text.slice(from, to));
+  return n + to - from;
+}
+
+/** spelled()'s text, its literals still holding an escape (into `outLits`), and, when asked for, its map to the raw line (into `at`). */
+function spell(v: View, lits: readonly number[], outLits: number[], at: Int32Array | undefined): string {
+  const text = v.text;
+  const parts: string[] = [];
   let n = 0;
   let from = 0;
-  const copy = (to: number) => {
-    for (let i = from; i < to; i++) at[n + i - from] = rawAt(v, i);
-    parts.push(text.slice(from, to));
-    n += to - from;
-  };
   for (let k = 0; k < lits.length; k += 3) {
     const open = lits[k]!;
     const close = lits[k + 1]!;
     if (lits[k + 2] === 0) continue;
-    let kept = false;
-    copy(open + 1);
+    let kept = (lits[k + 2]! & 1) !== 0;
+    n = copyTo(v, parts, at, n, from, open + 1);
     const litAt = n - 1;
     from = open + 1;
-    for (let i = from; i < close; i++) {
-      if (text.charCodeAt(i) !== 0x5c) continue;
-      copy(i);
+    for (let i = text.indexOf('\\', from); i >= 0 && i < close; i = text.indexOf('\\', from)) {
+      n = copyTo(v, parts, at, n, from, i);
       const x = text[i + 1]!;
-      const start = rawAt(v, i);
       let ch: string;
       let len = 2;
       if (x === 'u') {
@@ -271,47 +337,33 @@ function spelled(v: View): { view: View; lits: number[] } {
       if (ch === '"' || ch === '\\') {
         // Still escaped, as a pair that maps to the escape whole.
         parts.push('\\' + ch);
-        at[n] = start;
-        at[n + 1] = start;
+        if (at) at[n] = at[n + 1] = rawAt(v, i);
         n += 2;
         kept = true;
       } else {
         parts.push(ch);
-        at[n] = start;
+        if (at) at[n] = rawAt(v, i);
         n++;
       }
-      i += len - 1;
-      from = i + 1;
+      from = i + len;
     }
-    copy(close);
+    n = copyTo(v, parts, at, n, from, close);
     from = close;
     if (kept) outLits.push(litAt, n);
   }
-  copy(text.length);
-  at[n] = rawAt(v, text.length);
-  return { view: { text: parts.join(''), at, depth: v.depth }, lits: outLits };
+  n = copyTo(v, parts, at, n, from, text.length);
+  if (at) at[n] = rawAt(v, text.length);
+  return parts.join('');
 }
 
 /** The inside of a literal of a spelled view (only `\"` and `\\` left in it), decoded: a view one level down. */
 function inside(v: View, open: number, close: number): View {
-  const text = v.text;
-  const at = new Int32Array(close - open);
-  let out = '';
-  let n = 0;
-  let from = open + 1;
-  for (let i = from; i < close; i++) {
-    if (text.charCodeAt(i) !== 0x5c) continue;
-    for (let j = from; j < i; j++) at[n++] = rawAt(v, j);
-    out += text.slice(from, i) + text[i + 1];
-    at[n++] = rawAt(v, i);
-    i++;
-    from = i + 1;
-  }
-  for (let j = from; j < close; j++) at[n++] = rawAt(v, j);
-  out += text.slice(from, close);
-  at[n] = rawAt(v, close);
-  return { text: out, at: at.subarray(0, n + 1), depth: v.depth + 1 };
+  return { text: v.text.slice(open + 1, close).replace(ESCAPED_PAIR, '$1'), depth: v.depth + 1, base: v, open, close };
 }
+
+/** An escape other than `\"`: one that may spell a rule's word once decoded (`\u0070`, `\/`, or `\\` before one). */
+const BUT_QUOTE = /\\[^"]/;
+const ESCAPED_PAIR = /\\(["\\])/g;
 
 /** `s` written inside a JSON string, `times` times over. */
 function encoded(s: string, times: number): string {
@@ -358,7 +410,19 @@ function opensPrivateKey(text: string): boolean {
 }
 
 export class Masker {
-  private readonly rules: readonly Find[];
+  private readonly builtIn: readonly Find[];
+  private readonly hint: RegExp;
+  /** The hint words and the escapes that may spell one, everywhere in a text (hintsIn). */
+  private readonly hints: RegExp;
+  private readonly patterns: readonly Find[];
+  /**
+   * Only built-in rules: what they find in a JSON line read as text (every
+   * string decoded, in context) holds all they would find in its parsed
+   * field values, so a line they leave alone needs no look at its fields.
+   * An operator pattern may be anchored (`^…$`) to a whole value, which
+   * only a field shows it.
+   */
+  readonly coversFields: boolean;
   /** The private-key rule is on: masking then follows a key over the lines after its BEGIN line. */
   readonly pem: boolean;
   private readonly replacement: string;
@@ -367,7 +431,11 @@ export class Masker {
   matches = 0;
 
   constructor(s: MaskSettings) {
-    this.rules = [...s.rules.map((r) => BUILT_IN[r]), ...s.patterns.map(re2Rule)];
+    this.builtIn = s.rules.map((r) => BUILT_IN[r]);
+    this.hint = new RegExp(s.rules.map((r) => HINT[r]).join('|') || '(?!)', 'i');
+    this.hints = new RegExp([...s.rules.map((r) => HINT[r]), BUT_QUOTE.source].join('|'), 'gi');
+    this.patterns = s.patterns.map(re2Rule);
+    this.coversFields = s.patterns.length === 0;
     this.replacement = s.replacement;
     this.plainReplacement = plainInJson(s.replacement);
     this.pem = s.rules.includes('private-key');
@@ -402,13 +470,31 @@ export class Masker {
   }
 
   /**
+   * Where a rule's word, or an escape other than `\"`, is in `bytes` (a
+   * buffer's bytes one character each, as latin1 reads them: the words are
+   * ASCII, and a byte of a multi-byte character matches none of them), as
+   * sorted [from, to) pairs. A line of the buffer that overlaps none holds
+   * nothing text() would find, when the rules are the built-in ones only
+   * (coversFields): one scan of a whole read instead of one per line.
+   */
+  hintsIn(bytes: string): number[] {
+    const out: number[] = [];
+    const re = this.hints;
+    re.lastIndex = 0;
+    for (let m = re.exec(bytes); m !== null; m = re.exec(bytes)) out.push(m.index, m.index + m[0].length);
+    return out;
+  }
+
+  /**
    * The text with every secret the rules find in it, or in what a JSON
    * reader reads of it, replaced; every byte outside a secret as it was, so
    * a JSON line stays the same JSON but for the secrets.
    */
   text(s: string): string {
+    // No rule's word, and no escape but an escaped quote: no view of the text, decoded however deep, holds one either.
+    if (this.patterns.length === 0 && !this.hint.test(s) && !BUT_QUOTE.test(s)) return s;
     const found: number[] = [];
-    this.read({ text: s, at: undefined, depth: 0 }, found);
+    this.read({ text: s, depth: 0 }, found);
     if (found.length === 0) return s;
     return this.replaced(s, found);
   }
@@ -417,7 +503,8 @@ export class Masker {
   private read(v: View, found: number[]): void {
     const { view, lits } = spelled(v);
     const spans: number[] = [];
-    for (const rule of this.rules) rule(view.text, spans);
+    if (this.builtIn.length > 0 && this.hint.test(view.text)) for (const rule of this.builtIn) rule(view.text, spans);
+    for (const rule of this.patterns) rule(view.text, spans);
     // Only a replacement a JSON string cannot hold as it is needs to know whether it lands in one.
     const all = this.plainReplacement || spans.length === 0 ? undefined : literals(view.text);
     for (let k = 0; k < spans.length; k += 2) {
