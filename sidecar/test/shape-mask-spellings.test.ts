@@ -3,7 +3,12 @@
 // with an escaped quote, in a URL. Each case checks the secret is gone, that
 // every byte outside it is as it was, and that a JSON line stays JSON.
 import { describe, expect, it } from 'vitest';
+import { VERSION } from '../../src/contract/version.ts';
+import { OtlpEncoder } from '../encode/otlp.ts';
+import type { LogRecord } from '../records/record.ts';
 import { Masker } from '../shape/mask.ts';
+import { CriDecoder } from '../sources/node/cri.ts';
+import { makeMeta, testConfig } from './helpers.ts';
 import { harness, Lines, shaping } from './shape-helpers.ts';
 
 const ALL = shaping({ MASK: 'all' }).mask!.rules;
@@ -167,5 +172,58 @@ describe('in the shaping stage, at every parse setting and width', () => {
     expect(h.out[0]!.fields).toBeUndefined();
     expect(h.stats.jsonTooWide).toBe(1);
     expect(h.stats.masked).toBe(1);
+  });
+});
+
+/** The lines as the tailer hands them on: CRI records over one read buffer. */
+function criRecords(lines: readonly string[]): LogRecord[] {
+  const text = lines.map((l, i) => `2024-05-06T07:08:09.${String(i).padStart(9, '0')}Z stdout F ${l}\n`).join('');
+  const dec = new CriDecoder(makeMeta('main', 0, '0123456789abcdef'), 0, 1 << 20);
+  const out: LogRecord[] = [];
+  dec.push(Buffer.from(text), out);
+  dec.end(out);
+  return out;
+}
+
+describe('records as the tailer makes them (one scan of the read for the rules` words)', () => {
+  const lines = [
+    'INFO plain line, nothing to hide',
+    '{"level":"info","msg":"started","n":1}',
+    '{"level":"info","msg":"body={\\"password\\":\\"hunter2\\"}"}',
+    'INFO db=postgres://app:SECRET@db/x ok',
+    '{"path":"a\\/b","user":"\\u0070assword=hunter3"}',
+    '-----BEGIN RSA PRIVATE KEY-----',
+    'MIIEowIBAAKCAQEAx1',
+    'Zm9vYmFy==',
+    '-----END RSA PRIVATE KEY-----',
+    '{"level":"warn","msg":"done"}',
+  ];
+
+  it('a line with no secret goes on exactly as with masks off; the others lose only their secrets; nothing leaves in OTLP', async () => {
+    const off = harness(shaping({ PARSE: 'json' }), undefined, { otlpValues: true });
+    const on = harness(shaping({ PARSE: 'json', MASK: 'all' }), undefined, { otlpValues: true });
+    await off.shaper.push(criRecords(lines));
+    await on.shaper.push(criRecords(lines));
+    expect(on.messages()).toEqual([
+      lines[0],
+      lines[1],
+      '{"level":"info","msg":"body={\\"password\\":\\"[MASKED]\\"}"}',
+      'INFO db=postgres://app:[MASKED]@db/x ok',
+      '{"path":"a\\/b","user":"\\u0070assword=[MASKED]"}',
+      '-----BEGIN RSA PRIVATE KEY-----',
+      '[MASKED]',
+      '[MASKED]',
+      '-----END RSA PRIVATE KEY-----',
+      lines[9],
+    ]);
+    expect(on.stats.masked).toBe(5);
+    for (const i of [0, 1, 5, 8, 9]) {
+      expect(on.out[i]!.constructor).toBe(off.out[i]!.constructor);
+      expect(on.out[i]!.fields).toEqual(off.out[i]!.fields);
+    }
+    expect(on.out[2]!.fields).toEqual({ level: 'info', msg: 'body={"password":"[MASKED]"}' });
+    const wire = Buffer.from(new OtlpEncoder(testConfig().identity, 'jobharvest', VERSION).request(on.out)).toString('latin1');
+    for (const secret of ['hunter2', 'hunter3', 'SECRET', 'MIIEow', 'Zm9vYmFy']) expect(wire).not.toContain(secret);
+    expect(wire).toContain('started');
   });
 });
