@@ -346,9 +346,9 @@ export class Shaper {
       if (typeof parsed === 'object') {
         // Parsed here to decide and to count what the masks replace; kept as a way to parse again (see ShapedRecord).
         const maskedFields = this.masker && !this.masker.coversFields ? this.masker.fields(parsed.fields) : parsed.fields;
-        // A value the masks found only once decoded (a secret written with JSON
-        // escapes, `abc\/def` or `\u0041`, reads otherwise in the text): the
-        // line would carry it past them, so the message becomes the masked
+        // A value only an operator pattern finds in a field (one anchored to a
+        // whole value, `^…$`, which the line's text does not show): the line
+        // would carry it past the masks, so the message becomes the masked
         // fields' JSON. Its fields are those fields again.
         const rewritten = maskedFields !== parsed.fields;
         if (rewritten) message = JSON.stringify(maskedFields);

@@ -103,6 +103,22 @@ describe('masks read what a JSON reader reads', () => {
   });
 });
 
+describe('what docs/security.md says no rule catches stays as it is', () => {
+  it('prose, a value on the next line, encodings other than JSON`s, a token with no name', () => {
+    const m = masker();
+    const lines = [
+      'the password is hunter2',
+      'Password:\nhunter2',
+      'login password%3Dhunter2',
+      'pass\\x77ord=hunter2',
+      'using token ghp_abcdefghijklmnopqrstuvwxyz0123456789',
+      'https://ghp_abcdef0123456789@github.com/org/repo',
+    ];
+    for (const line of lines) expect(m.text(line)).toBe(line);
+    expect(m.matches).toBe(0);
+  });
+});
+
 describe('quoted values end at their unescaped closing quote', () => {
   it('double and single quotes, escaped quotes inside', () => {
     masks('login password="ab\\"cd" user=bob', ['ab\\"cd']);
