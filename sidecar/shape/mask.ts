@@ -361,8 +361,13 @@ function inside(v: View, open: number, close: number): View {
   return { text: v.text.slice(open + 1, close).replace(ESCAPED_PAIR, '$1'), depth: v.depth + 1, base: v, open, close };
 }
 
-/** An escape other than `\"`: one that may spell a rule's word once decoded (`\u0070`, `\/`, or `\\` before one). */
-const BUT_QUOTE = /\\[^"]/;
+/**
+ * An escape that may spell a rule's word once decoded: `\uXXXX`, `\\` (an
+ * escape one level down), or `:\/\/`. The others (`\"`, `\/` elsewhere,
+ * `\n`, `\t`, …) decode to a quote, a slash or a control character, which no
+ * word holds but the URL rule's `://`.
+ */
+const MAY_SPELL = /\\[u\\]|:\\?\/\\?\//;
 const ESCAPED_PAIR = /\\(["\\])/g;
 
 /** `s` written inside a JSON string, `times` times over. */
@@ -433,7 +438,7 @@ export class Masker {
   constructor(s: MaskSettings) {
     this.builtIn = s.rules.map((r) => BUILT_IN[r]);
     this.hint = new RegExp(s.rules.map((r) => HINT[r]).join('|') || '(?!)', 'i');
-    this.hints = new RegExp([...s.rules.map((r) => HINT[r]), BUT_QUOTE.source].join('|'), 'gi');
+    this.hints = new RegExp([...s.rules.map((r) => HINT[r]), MAY_SPELL.source].join('|'), 'gi');
     this.patterns = s.patterns.map(re2Rule);
     this.coversFields = s.patterns.length === 0;
     this.replacement = s.replacement;
@@ -491,8 +496,8 @@ export class Masker {
    * a JSON line stays the same JSON but for the secrets.
    */
   text(s: string): string {
-    // No rule's word, and no escape but an escaped quote: no view of the text, decoded however deep, holds one either.
-    if (this.patterns.length === 0 && !this.hint.test(s) && !BUT_QUOTE.test(s)) return s;
+    // No rule's word, and no escape that may spell one: no view of the text, decoded however deep, holds one either.
+    if (this.patterns.length === 0 && !this.hint.test(s) && !MAY_SPELL.test(s)) return s;
     const found: number[] = [];
     this.read({ text: s, depth: 0 }, found);
     if (found.length === 0) return s;

@@ -151,6 +151,8 @@ describe('url-userinfo', () => {
     masks('connecting to postgres://app:SECRET@db/x', ['SECRET']);
     masks('DATABASE_URL=mysql://root:p@ss:w0rd@10.0.0.7:3306/app?ssl=1', ['p@ss:w0rd']);
     masks('{"dsn":"postgres:\\/\\/app:S3CR\\u0045T@db:5432\\/x"}', ['S3CR\\u0045T']);
+    // Escaped slashes alone: `:\/\/` is the URL rule's word once decoded.
+    masks('{"dsn":"postgres:\\/\\/app:SECRET@db\\/x","n":1}', ['SECRET']);
     masks('{"msg":"cfg={\\"url\\":\\"redis://:hunter2@cache:6379/0\\"}"}', ['hunter2']);
     masks('two: amqp://u:pw1@mq/ and https://v:pw2@h/', ['pw1', 'pw2']);
   });
