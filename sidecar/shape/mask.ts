@@ -508,7 +508,8 @@ export class Masker {
   private read(v: View, found: number[]): void {
     const { view, lits } = spelled(v);
     const spans: number[] = [];
-    if (this.builtIn.length > 0 && this.hint.test(view.text)) for (const rule of this.builtIn) rule(view.text, spans);
+    const hinted = this.builtIn.length > 0 && this.hint.test(view.text);
+    if (hinted) for (const rule of this.builtIn) rule(view.text, spans);
     for (const rule of this.patterns) rule(view.text, spans);
     // Only a replacement a JSON string cannot hold as it is needs to know whether it lands in one.
     const all = this.plainReplacement || spans.length === 0 ? undefined : literals(view.text);
@@ -520,6 +521,8 @@ export class Masker {
       if (to > from) found.push(from, to, view.depth + (all ? inLiteral(all, start) : 0), value ? 1 : 0);
     }
     if (view.depth + 1 >= MASK_MAX_NESTING) return;
+    // The strings inside hold no rule's word this view lacks, unless an escape left in it may spell one (as in text()).
+    if (this.patterns.length === 0 && !hinted && !MAY_SPELL.test(view.text)) return;
     for (let k = 0; k < lits.length; k += 2) this.read(inside(view, lits[k]!, lits[k + 1]!), found);
   }
 
