@@ -1,7 +1,8 @@
 // Masks secrets before a record leaves the pod. Built-in rules are JS RegExp
-// that are provably linear (no nested or overlapping quantifiers) or plain
-// string code; operator patterns are RE2 (re2js), linear for any pattern.
-// Matches are counted; their values are never logged.
+// that are linear (no quantifiers that overlap; each says why) or plain string
+// code; operator patterns are RE2 (re2js), linear for any pattern. They read
+// what a JSON reader reads of a line (View). Matches are counted; their values
+// are never logged.
 import { RE2JS } from 're2js';
 import { ConfigError } from '../config.ts';
 import { mapLeaves, type FieldValue, type Fields } from '../records/record.ts';
@@ -10,9 +11,9 @@ import type { MaskRule, MaskSettings } from './settings.ts';
 /**
  * A rule finds the spans to replace in a text: [from, to) pairs pushed onto
  * `spans`, in any order; `from` written as -1 - from when the span is a JSON
- * value that is no string, so the replacement goes in as a string. Rules only find; Masker decides what the text
- * becomes, so every rule reads the same text and a span found in a decoded
- * view is mapped back to the raw line (see views()).
+ * value that is no string, so the replacement goes in as a string. Rules only
+ * find; Masker decides what the text becomes, so every rule reads the same
+ * text and a span found in a decoded view is mapped back to the raw line.
  */
 type Find = (text: string, spans: number[]) => void;
 
@@ -23,12 +24,13 @@ const AWS_KEY = /\b(?:AKIA|ASIA)[A-Z0-9]{16}\b/g;
  * `password=x`, `passwd: x`, `"pwd": "x"`, `DB_PASSWORD=x`: only the value.
  * A quoted value ends at its unescaped closing quote (`"ab\"cd"` is one
  * value), or at the end of the line when the quote is never closed (a value
- * cut short by a bound is still a secret). An unquoted value never begins
- * with an escaped quote. Linear: the three branches begin
- * with different characters, and a quoted scan stops at the first unescaped
- * quote, which the next match's own opening quote is at the latest. An
- * unquoted value ends where backslashes run into a quote: that is a quote
- * encoded once or more (`password=\"x\"`), read in its decoded view.
+ * cut short by a bound is still a secret). An unquoted value ends where
+ * backslashes run into a quote, and never begins there: that is a quote
+ * encoded once or more (`password=\"x\"`), read in its decoded view. Linear:
+ * the three branches begin with different characters, a quoted scan stops at
+ * the first unescaped quote (the next match's own opening quote at the
+ * latest), and in an unquoted value a run of backslashes must end in the one
+ * character that follows it.
  */
 const PASSWORD = /((?:password|passwd|pwd)["']?[ \t]*[:=][ \t]*)(?:"((?:[^"\\\n]|\\.)*)"?|'((?:[^'\\\n]|\\.)*)'?|((?:[^\s"'&,;\\]|\\+[^\s"'&,;\\])+))/gi;
 
