@@ -143,15 +143,17 @@ const privateKey: Find = (text, spans) => {
 };
 
 /**
- * A word each rule's matches hold (case aside): a text with none of its
- * rules' words holds no match of theirs, and one scan for all of them is
- * cheaper than a scan per rule. Most lines hold none.
+ * A word each rule's matches hold: a text with none of its rules' words holds
+ * no match of theirs, and one scan for all of them is cheaper than a scan per
+ * rule. Most lines hold none. Cases spelled out rather than a flag, so that
+ * the rules that match one case only (AWS key ids, PEM headers) narrow the
+ * scan (the `i` flag folds ASCII letters only, so a class says the same).
  */
 const HINT: Readonly<Record<MaskRule, string>> = {
-  bearer: 'bearer',
-  'aws-access-key': 'akia|asia',
-  'private-key': '-----begin ',
-  password: 'passw|pwd',
+  bearer: '[bB][eE][aA][rR][eE][rR]',
+  'aws-access-key': 'AKIA|ASIA',
+  'private-key': '-----BEGIN ',
+  password: '[pP][aA][sS][sS][wW]|[pP][wW][dD]',
   'url-userinfo': ':\\/\\/',
 };
 
@@ -419,7 +421,7 @@ function opensPrivateKey(text: string): boolean {
 export class Masker {
   private readonly builtIn: readonly Find[];
   private readonly hint: RegExp;
-  /** The hint words and the escapes that may spell one, everywhere in a text (hintsIn). */
+  /** The hint words, everywhere in a text (hintsIn). */
   private readonly hints: RegExp;
   private readonly patterns: readonly Find[];
   /**
@@ -439,8 +441,8 @@ export class Masker {
 
   constructor(s: MaskSettings) {
     this.builtIn = s.rules.map((r) => BUILT_IN[r]);
-    this.hint = new RegExp(s.rules.map((r) => HINT[r]).join('|') || '(?!)', 'i');
-    this.hints = new RegExp([...s.rules.map((r) => HINT[r]), MAY_SPELL.source].join('|'), 'gi');
+    this.hint = new RegExp(s.rules.map((r) => HINT[r]).join('|') || '(?!)');
+    this.hints = new RegExp(s.rules.map((r) => HINT[r]).join('|') || '(?!)', 'g');
     this.patterns = s.patterns.map(re2Rule);
     this.coversFields = s.patterns.length === 0;
     this.replacement = s.replacement;
@@ -485,10 +487,23 @@ export class Masker {
    * (coversFields): one scan of a whole read instead of one per line.
    */
   hintsIn(bytes: string): number[] {
-    const out: number[] = [];
+    const words: number[] = [];
     const re = this.hints;
     re.lastIndex = 0;
-    for (let m = re.exec(bytes); m !== null; m = re.exec(bytes)) out.push(m.index, m.index + m[0].length);
+    for (let m = re.exec(bytes); m !== null; m = re.exec(bytes)) words.push(m.index, m.index + m[0].length);
+    // Escapes apart: a backslash is found far faster alone than as one more branch of the words' pattern, and most reads have none.
+    let i = bytes.indexOf('\\');
+    if (i < 0) return words;
+    const out: number[] = [];
+    let w = 0;
+    for (; i >= 0; i = bytes.indexOf('\\', i + 1)) {
+      const x = bytes[i + 1];
+      const spells = x === 'u' || x === 'U' || x === '\\' || (x === '/' && (bytes[i - 1] === ':' || (bytes[i - 1] === '/' && bytes[i - 2] === ':')));
+      if (!spells) continue;
+      for (; w < words.length && words[w]! < i; w += 2) out.push(words[w]!, words[w + 1]!);
+      out.push(i, i + 2);
+    }
+    for (; w < words.length; w += 2) out.push(words[w]!, words[w + 1]!);
     return out;
   }
 

@@ -103,6 +103,20 @@ describe('masks read what a JSON reader reads', () => {
   });
 });
 
+describe('case', () => {
+  it('names in any case; AWS key ids and PEM headers in upper case only, as the rules say', async () => {
+    masks('x PassWord=hunter2 y', ['hunter2']);
+    masks('Authorization: BeArEr abc.def', ['abc.def']);
+    masks('DB_PWD: hunter2', ['hunter2']);
+    const m = masker();
+    expect(m.text('akiaiosfodnn7example -----begin rsa private key----- x')).toBe('akiaiosfodnn7example -----begin rsa private key----- x');
+    // The same through the one scan of a read for the rules' words.
+    const h = harness(shaping({ MASK: 'all' }));
+    await h.shaper.push(criRecords(['x PassWord=hunter2 y', 'Authorization: BeArEr abc.def', 'plain']));
+    expect(h.messages()).toEqual(['x PassWord=[MASKED] y', 'Authorization: BeArEr [MASKED]', 'plain']);
+  });
+});
+
 describe('what docs/security.md says no rule catches stays as it is', () => {
   it('prose, a value on the next line, encodings other than JSON`s, a token with no name', () => {
     const m = masker();
