@@ -113,12 +113,16 @@ const PEM_TAIL = 'PRIVATE KEY-----';
  */
 const privateKey: Find = (text, spans) => {
   let from = 0;
+  // The next header tail and line end, kept while still ahead: looked for again from every BEGIN, they would make a line of BEGINs quadratic.
+  let headerEnd = -2;
+  let eol = -2;
   for (;;) {
     const begin = text.indexOf(PEM_BEGIN, from);
     if (begin < 0) return;
-    const headerEnd = text.indexOf(PEM_TAIL, begin + PEM_BEGIN.length);
-    const eol = text.indexOf('\n', begin);
-    if (headerEnd < 0 || (eol >= 0 && eol < headerEnd) || headerEnd - begin > 80) {
+    if (headerEnd !== -1 && headerEnd < begin + PEM_BEGIN.length) headerEnd = text.indexOf(PEM_TAIL, begin + PEM_BEGIN.length);
+    if (headerEnd < 0) return;
+    if (eol !== -1 && eol < begin) eol = text.indexOf('\n', begin);
+    if ((eol >= 0 && eol < headerEnd) || headerEnd - begin > 80) {
       from = begin + PEM_BEGIN.length;
       continue;
     }
