@@ -19,9 +19,12 @@
 // it reports which.
 //
 // Knobs (environment):
-//   BENCH_SIDECAR_ROWS=sidecar,sidecar-otlp,otelcol,otelcol-gzip1,rsyslog,sidecar-parse,otelcol-parse,sidecar-shaped,sidecar-parse-original
+//   BENCH_SIDECAR_ROWS=sidecar,sidecar-otlp,otelcol,otelcol-gzip1,rsyslog,sidecar-parse,sidecar-parse-mask,otelcol-parse,sidecar-shaped,sidecar-parse-original
 //       picks rows (default: all but sidecar-shaped and sidecar-parse-original).
 //       sidecar-parse and otelcol-parse alone give the parsing ratio;
+//       sidecar-parse-mask is sidecar-parse with every built-in mask on
+//       (JOBHARVEST_MASK=all) and gets a parsing ratio of its own, against the
+//       same Collector row, which masks nothing;
 //       sidecar-shaped is the OTLP row on the shaped corpus with shaping off,
 //       and when it runs the with/without-parsing line compares against it
 //       instead of sidecar-otlp; sidecar-parse-original is sidecar-parse with
@@ -35,6 +38,7 @@
 // Not a test: it prints figures; CPU seconds are the figure that holds on a
 // loaded machine. With the shaping rows it also prints, before the lines below,
 //   ratio sidecar/otelcol per CPU-second with parsing: <r>x
+//   ratio sidecar/otelcol per CPU-second with parsing, every mask on: <r>x
 //   ratio sidecar otlp with parsing/without per CPU-second: <r>x (...)
 // Its last lines are
 //   ratio sidecar/otelcol per CPU-second: <r>x   (OTLP sink vs the collector at gzip level 1)
@@ -58,13 +62,13 @@ const MiB = 2 ** 20;
 const MIN_BYTES = Number(process.env.BENCH_SIDECAR_BYTES ?? 2 ** 30);
 const LINE_BYTES = 200;
 const TIMEOUT_MS = 15 * 60_000;
-const ALL_ROWS = ['sidecar', 'sidecar-otlp', 'otelcol', 'otelcol-gzip1', 'rsyslog', 'sidecar-shaped', 'sidecar-parse', 'sidecar-parse-original', 'otelcol-parse'] as const;
+const ALL_ROWS = ['sidecar', 'sidecar-otlp', 'otelcol', 'otelcol-gzip1', 'rsyslog', 'sidecar-shaped', 'sidecar-parse', 'sidecar-parse-mask', 'sidecar-parse-original', 'otelcol-parse'] as const;
 type RowKey = (typeof ALL_ROWS)[number];
 const DEFAULT_ROWS = ALL_ROWS.filter((k) => k !== 'sidecar-shaped' && k !== 'sidecar-parse-original');
 const ROWS = new Set((process.env.BENCH_SIDECAR_ROWS?.split(',') ?? DEFAULT_ROWS) as RowKey[]);
 for (const k of ROWS) if (!(ALL_ROWS as readonly string[]).includes(k)) throw new Error(`BENCH_SIDECAR_ROWS: unknown row ${k}; rows are ${ALL_ROWS.join(',')}`);
 const PLAIN_ROWS: readonly RowKey[] = ['sidecar', 'sidecar-otlp', 'otelcol', 'otelcol-gzip1', 'rsyslog'];
-const SHAPED_ROWS: readonly RowKey[] = ['sidecar-shaped', 'sidecar-parse', 'sidecar-parse-original', 'otelcol-parse'];
+const SHAPED_ROWS: readonly RowKey[] = ['sidecar-shaped', 'sidecar-parse', 'sidecar-parse-mask', 'sidecar-parse-original', 'otelcol-parse'];
 const SIDECAR_BUILTIN_MULTILINE = process.env.BENCH_SIDECAR_MULTILINE === 'builtin';
 /**
  * The record-shaping settings both sides get: the corpus's start-of-event
@@ -275,9 +279,10 @@ function joinedNote(name: string, receiver: CountingOtlpReceiver, corpus: Corpus
 /**
  * The OTLP sink on the shaped corpus; `parse`: multiline joining and JSON
  * parsing on (SHAPING), otherwise shaping off; `always`: the line as written
- * beside every JSON record, not only where the fields do not hold it exactly.
+ * beside every JSON record, not only where the fields do not hold it exactly;
+ * `masks`: every built-in mask on as well.
  */
-async function benchSidecarShaped(corpus: Corpus, parse: boolean, always = false): Promise<Row> {
+async function benchSidecarShaped(corpus: Corpus, parse: boolean, always = false, masks = false): Promise<Row> {
   const receiver = await CountingOtlpReceiver.start({ shapes: true });
   const state = mkdtempSync(join(tmpdir(), 'jh-bench-state-'));
   const settings: Partial<Record<EnvKey, string>> = { OTLP_ENCODING: 'protobuf' };
@@ -292,6 +297,7 @@ async function benchSidecarShaped(corpus: Corpus, parse: boolean, always = false
     settings.JSON_MAX_FIELDS = ENV.JSON_MAX_FIELDS.default;
     settings.JSON_MAX_DEPTH = ENV.JSON_MAX_DEPTH.default;
     if (always) settings.JSON_ORIGINAL = 'always';
+    if (masks) settings.MASK = 'all';
   }
   try {
     const sidecar = SidecarProcess.start({
@@ -322,8 +328,8 @@ async function benchSidecarShaped(corpus: Corpus, parse: boolean, always = false
     const exit = await sidecar.stop();
     const final = sampler.stop();
     if (exit.code !== 0) log(`sidecar exit ${exit.code ?? exit.signal}:\n${sidecar.tail()}`);
-    const what = parse ? `multiline (${SIDECAR_BUILTIN_MULTILINE ? 'built-in python,java' : 'start pattern'}) + json${always ? ', the line beside every JSON record' : ''}` : 'shaping off';
-    const name = parse ? `jobharvest sidecar (otlp, multiline+json${always ? '+line' : ''})` : 'jobharvest sidecar (otlp, shaped corpus)';
+    const what = parse ? `multiline (${SIDECAR_BUILTIN_MULTILINE ? 'built-in python,java' : 'start pattern'}) + json${always ? ', the line beside every JSON record' : ''}${masks ? ', every mask on' : ''}` : 'shaping off';
+    const name = parse ? `jobharvest sidecar (otlp, multiline+json${always ? '+line' : ''}${masks ? ', every mask on' : ''})` : 'jobharvest sidecar (otlp, shaped corpus)';
     log(`sidecar otlp, shaped corpus, ${what}: ${joinedNote(name, receiver, corpus, parse)}; ${receiver.stats.requests} requests (${fmt(receiver.stats.wireBytes / MiB)} MiB on the wire); summary lines_shipped=${summaryNumber(exit.summary, 'lines_shipped')}`);
     return row(name, corpus.bytes, corpus.lines, sidecar.startedAt, receiver.stats.firstRequestAt, doneAt, { cpuSeconds: usage.cpuSeconds, peakRssMiB: final.peakRssMiB });
   } finally {
@@ -398,6 +404,7 @@ const runners: Record<RowKey, () => Promise<Row>> = {
   rsyslog: () => benchRsyslog(plain()),
   'sidecar-shaped': () => benchSidecarShaped(shapedCorpus(), false),
   'sidecar-parse': () => benchSidecarShaped(shapedCorpus(), true),
+  'sidecar-parse-mask': () => benchSidecarShaped(shapedCorpus(), true, false, true),
   'sidecar-parse-original': () => benchSidecarShaped(shapedCorpus(), true, true),
   // The exporter as in the otelcol-gzip1 row, which the headline ratio uses.
   'otelcol-parse': () => benchOtelcol(shapedCorpus(), 1, SHAPING),
@@ -424,6 +431,9 @@ const parsing = by('sidecar-parse');
 const collectorParsing = by('otelcol-parse');
 const shapedRaw = by('sidecar-shaped');
 if (parsing && collectorParsing) console.log(`ratio sidecar/otelcol per CPU-second with parsing: ${fmt(perCpu(parsing) / perCpu(collectorParsing), 2)}x`);
+const parsingMasked = by('sidecar-parse-mask');
+if (parsingMasked && collectorParsing) console.log(`ratio sidecar/otelcol per CPU-second with parsing, every mask on: ${fmt(perCpu(parsingMasked) / perCpu(collectorParsing), 2)}x`);
+if (parsingMasked && parsing) console.log(`ratio sidecar otlp with parsing, every mask on/masks off per CPU-second: ${fmt(perCpu(parsingMasked) / perCpu(parsing), 2)}x`);
 const parsingOriginal = by('sidecar-parse-original');
 if (parsingOriginal && collectorParsing) console.log(`ratio sidecar/otelcol per CPU-second with parsing, the line beside every JSON record: ${fmt(perCpu(parsingOriginal) / perCpu(collectorParsing), 2)}x`);
 if (parsing && (shapedRaw ?? otlp)) {

@@ -6,7 +6,7 @@ import { ENV, JSON_ORIGINAL, type JsonOriginal } from '../../src/contract/env.ts
 export const MULTILINE_RULES = ['python', 'java', 'go', 'nodejs'] as const;
 export type MultilineRule = (typeof MULTILINE_RULES)[number];
 
-export const MASK_RULES = ['bearer', 'aws-access-key', 'private-key', 'password'] as const;
+export const MASK_RULES = ['bearer', 'aws-access-key', 'private-key', 'password', 'url-userinfo'] as const;
 export type MaskRule = (typeof MASK_RULES)[number];
 
 export interface MultilineSettings {

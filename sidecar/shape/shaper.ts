@@ -20,7 +20,7 @@ import { CriRecord, type FileMeta, type LogRecord, type Stream } from '../record
 import { PreparedJsonRecord, ShapedRecord, type JsonFields } from '../records/shaped.ts';
 import { utf8Valid } from '../records/utf8.ts';
 import { parseJsonFields } from './json.ts';
-import { Masker, spelledOut, type MaskState } from './mask.ts';
+import { Masker, type MaskState } from './mask.ts';
 import { Joiner, literalPrefixes, type Group, type Slot } from './multiline.ts';
 import type { JsonSettings, ShapingSettings } from './settings.ts';
 
@@ -87,6 +87,10 @@ export class Shaper {
   private readonly sliceMs: number;
   /** Settles when the push in progress has shaped its lines: flush() and endFile() wait for it, the timer defers to it. */
   private shaping: Promise<void> | undefined;
+  // Masker.hintsIn of the buffers records point into: most reads hold no rule's word, and their lines then need no masking at all.
+  private hintSrc: Buffer | undefined;
+  private hintHits: number[] = [];
+  private readonly hintCache = new WeakMap<Buffer, number[]>();
 
   constructor(
     settings: ShapingSettings,
@@ -103,8 +107,9 @@ export class Shaper {
     this.masker = settings.mask ? new Masker(settings.mask) : undefined;
     this.json = settings.json;
     const json = settings.json;
-    const quiet = settings.mask ? new Masker(settings.mask) : undefined;
-    // The same parse and masks as shape(), on a masker of its own so that nothing is counted twice.
+    // The same parse and masks as shape(), on a masker of its own so that nothing is counted twice. None when
+    // the masks read the whole text (built-in rules only): the message is masked, and its fields are its JSON as it stands.
+    const quiet = settings.mask && !this.masker!.coversFields ? new Masker(settings.mask) : undefined;
     this.jsonFields = json && {
       fieldsOf: (message) => {
         const parsed = parseJsonFields(message, json);
@@ -296,23 +301,65 @@ export class Shaper {
     return scanJson(bytes, 0, bytes.length, json.maxFields, json.maxDepth) === JSON_OK && passWasExact();
   }
 
+  /** The line holds no word of any mask and no escape that may spell one, and no private key runs on from before it in its stream. */
+  private noHint(r: CriRecord): boolean {
+    const m = this.masker!;
+    if (m.pem && this.fileOf(r.file).masks[r.stream].pemLines > 0) return false;
+    let hits = this.hintHits;
+    if (r.src !== this.hintSrc) {
+      const cached = this.hintCache.get(r.src);
+      hits = cached ?? m.hintsIn(r.src.toString('latin1'));
+      if (!cached) this.hintCache.set(r.src, hits);
+      this.hintSrc = r.src;
+      this.hintHits = hits;
+    }
+    if (hits.length === 0) return true;
+    // The first hit that ends after the line starts: the line is clear unless it starts before the line ends.
+    let lo = 0;
+    let hi = hits.length / 2;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (hits[mid * 2 + 1]! <= r.msgAt) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo * 2 >= hits.length || hits[lo * 2]! >= r.msgEnd;
+  }
+
+  private maskText(message: string, first: LogRecord): string {
+    const m = this.masker!;
+    return m.pem ? m.textIn(message, this.fileOf(first.file).masks[first.stream]) : m.text(message);
+  }
+
   /** The record for a group of lines; its `safe` is the last line's until settle() looks at it. */
   private shape(group: Group): LogRecord {
     const single = !Array.isArray(group);
     const lines: readonly LogRecord[] = single ? NO_LINES : group;
     const first = single ? group : group[0]!;
     const safe = single ? first.safe : group[group.length - 1]!.safe;
-    let message: string;
+    let message: string | undefined;
     let size = first.size;
     let flags = first.flags;
+    const maskedBefore = this.masker?.matches ?? 0;
+    // Masks ran on the line and found nothing, and its fields would show them nothing more: it goes on as if masks were off.
+    let clean = false;
     if (single) {
       if (!this.masker && !this.json) return first;
+      if (this.masker?.coversFields && first instanceof CriRecord) {
+        // Masks first: most lines hold no secret, and those need neither JSON.parse nor a look at their fields.
+        if (this.noHint(first)) clean = true;
+        else {
+          const text = this.maskText(first.message, first);
+          if (this.masker.matches === maskedBefore) clean = true;
+          else message = text;
+        }
+        if (clean && !this.json) return first;
+      }
       // Decided on the line's bytes, without making it a string: most lines are no JSON, and most JSON lines need no JSON.parse.
-      if (!this.masker && first instanceof CriRecord) {
+      if ((!this.masker || clean) && first instanceof CriRecord) {
         // Most lines do not even begin like an object: they go on without a look at the rest of their bytes.
         if (!objectAhead(first.src, first.msgAt, first.msgEnd)) return first;
       }
-      if (!this.masker && first instanceof CriRecord && utf8Valid(first.src, first.msgAt, first.msgEnd)) {
+      if ((!this.masker || clean) && first instanceof CriRecord && utf8Valid(first.src, first.msgAt, first.msgEnd)) {
         const json = this.json!;
         const arena = this.arena;
         const verdict = arena ? arena.write(first.src, first.msgAt, first.msgEnd, json.maxFields, json.maxDepth, SEVERITY_KEY_BYTES) : scanJson(first.src, first.msgAt, first.msgEnd, json.maxFields, json.maxDepth);
@@ -325,7 +372,7 @@ export class Shaper {
           return new ShapedRecord(first.file, first.offset, undefined, first.stream, undefined, size, safe, flags, undefined, fields, first);
         }
       }
-      message = first.message;
+      message ??= first.message;
     } else {
       const parts: string[] = [];
       for (const l of lines) {
@@ -338,11 +385,10 @@ export class Shaper {
       message = parts.join('\n');
       this.stats.multilineRecords++;
     }
-    const maskedBefore = this.masker?.matches ?? 0;
-    if (this.masker) {
-      // Masks read a JSON line's escaped characters spelled out; a line they leave alone stays as written, escapes and all.
-      const spelled = spelledOut(message);
-      const text = this.masker.pem ? this.masker.textIn(spelled, this.fileOf(first.file).masks[first.stream]) : this.masker.text(spelled);
+    // Masks read what a JSON reader reads of the line (mask.ts), at any parse setting; only a secret's own bytes change.
+    const maskedFirst = this.masker?.coversFields === true && single && first instanceof CriRecord;
+    if (this.masker && !maskedFirst) {
+      const text = this.maskText(message, first);
       if (this.masker.matches > maskedBefore) message = text;
     }
     let json: JsonFields | undefined;
@@ -350,10 +396,10 @@ export class Shaper {
       const parsed = parseJsonFields(message, this.json);
       if (typeof parsed === 'object') {
         // Parsed here to decide and to count what the masks replace; kept as a way to parse again (see ShapedRecord).
-        const maskedFields = this.masker ? this.masker.fields(parsed.fields) : parsed.fields;
-        // A value the masks found only once decoded (a secret written with JSON
-        // escapes, `abc\/def` or `\u0041`, reads otherwise in the text): the
-        // line would carry it past them, so the message becomes the masked
+        const maskedFields = this.masker && !this.masker.coversFields ? this.masker.fields(parsed.fields) : parsed.fields;
+        // A value only an operator pattern finds in a field (one anchored to a
+        // whole value, `^…$`, which the line's text does not show): the line
+        // would carry it past the masks, so the message becomes the masked
         // fields' JSON. Its fields are those fields again.
         const rewritten = maskedFields !== parsed.fields;
         if (rewritten) message = JSON.stringify(maskedFields);

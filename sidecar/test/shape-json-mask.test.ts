@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../config.ts';
 import { parseJsonFields } from '../shape/json.ts';
-import { Masker, spelledOut } from '../shape/mask.ts';
+import { Masker } from '../shape/mask.ts';
 import { parseShaping } from '../shape/settings.ts';
 import { testConfig } from './helpers.ts';
 import { harness, Lines, shaping } from './shape-helpers.ts';
@@ -159,12 +159,14 @@ describe('masks', () => {
     expect(h.stats.masked).toBe(1);
   });
 
-  it('spelledOut writes out only the escapes that spell a printable character, inside JSON strings', () => {
-    expect(spelledOut('{"a":"x\\/y\\u0041\\u00e9\\ud83d\\ude00\\u0022\\u005c\\u001f\\n\\"\\\\u0041"}')).toBe('{"a":"x/yAé\\ud83d\\ude00\\u0022\\u005c\\u001f\\n\\"\\\\u0041"}');
-    // Not a JSON object: left as it is.
-    expect(spelledOut('C:\\users\\u0041 {')).toBe('C:\\users\\u0041 {');
-    expect(spelledOut('{"a": broken \\u0041')).toBe('{"a": broken \\u0041');
-    expect(spelledOut('["\\u0041"]')).toBe('["\\u0041"]');
+  it('masks read escapes as a JSON reader does; escapes outside a secret stay as written, inside JSON strings only', () => {
+    const m = new Masker({ rules: shaping({ MASK: 'all' }).mask!.rules, patterns: ['secret-[0-9]+'], replacement: '[MASKED]' });
+    const line = '{"a":"x\\/y\\u0041\\u00e9\\ud83d\\ude00\\u0022\\u005c\\u001f\\n\\"\\\\u0041 secr\\u0065t-1\\/2"}';
+    expect(m.text(line)).toBe('{"a":"x\\/y\\u0041\\u00e9\\ud83d\\ude00\\u0022\\u005c\\u001f\\n\\"\\\\u0041 [MASKED]\\/2"}');
+    // Not in a JSON string: a backslash is a backslash.
+    expect(m.text('C:\\users\\u0041KIAIOSFODNN7EXAMPLE {')).toBe('C:\\users\\u0041KIAIOSFODNN7EXAMPLE {');
+    expect(m.text('{"a": broken \\u0041KIAIOSFODNN7EXAMPLE')).toBe('{"a": broken \\u0041KIAIOSFODNN7EXAMPLE');
+    expect(m.matches).toBe(1);
   });
 });
 
@@ -186,7 +188,7 @@ describe('shaping configuration', () => {
     expect(cfg.shaping).toEqual({
       multiline: { rules: ['python', 'java'], maxLines: 50, maxBytes: 65536, flushMs: 1000 },
       json: { maxFields: 64, maxDepth: 4, original: 'lossy' },
-      mask: { rules: ['bearer', 'aws-access-key', 'private-key', 'password'], patterns: ['tok_[a-z]+'], replacement: '[MASKED]' },
+      mask: { rules: ['bearer', 'aws-access-key', 'private-key', 'password', 'url-userinfo'], patterns: ['tok_[a-z]+'], replacement: '[MASKED]' },
     });
   });
 

@@ -16,7 +16,7 @@ export const PARSE_FORMATS = ['json', 'none'] as const;
 export type ParseFormat = (typeof PARSE_FORMATS)[number];
 
 /** Built-in masks of JOBHARVEST_MASK (`all` names every one of them). */
-export const MASK_BUILTINS = ['bearer', 'aws-access-key', 'private-key', 'password'] as const;
+export const MASK_BUILTINS = ['bearer', 'aws-access-key', 'private-key', 'password', 'url-userinfo'] as const;
 export type MaskBuiltin = (typeof MASK_BUILTINS)[number] | 'all';
 
 /** A pattern is matched against every line, so its text is kept short. */
