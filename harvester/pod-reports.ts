@@ -10,6 +10,7 @@
 // through the same ownership and signed-sidecar checks. Memory is bounded:
 // only ended sidecars, trimmed, at most MAX_PODS, the oldest Jobs' first out.
 import type { V1Container, V1ContainerStatus, V1Pod } from '@kubernetes/client-node';
+import { foreignMount } from '../src/contract/signature.ts';
 
 export const MAX_PODS = 20_000;
 
@@ -19,12 +20,13 @@ function jobUidOf(pod: V1Pod): string | undefined {
   return ref?.kind === 'Job' && ref.apiVersion === 'batch/v1' ? ref.uid : undefined;
 }
 
-/** What reconcile reads of a pod: identity, ownership, the sidecar's spec (for its digest) and status, the pod's phase and disruption. */
+/** What reconcile reads of a pod: identity, ownership, the sidecar's spec and volumes (for its digest) and status, the pod's phase and disruption. */
 function trimmed(pod: V1Pod, sidecar: V1Container, status: V1ContainerStatus): V1Pod {
   const m = pod.metadata!;
   return {
     metadata: { name: m.name, namespace: m.namespace, uid: m.uid, ownerReferences: m.ownerReferences, labels: m.labels, deletionTimestamp: m.deletionTimestamp },
-    spec: { containers: [], initContainers: [sidecar] },
+    // The volumes the sidecar mounts are part of its signed digest.
+    spec: { containers: [], initContainers: [sidecar], volumes: (pod.spec?.volumes ?? []).filter((v) => (sidecar.volumeMounts ?? []).some((m) => m.name === v.name)) },
     status: {
       phase: pod.status?.phase,
       reason: pod.status?.reason,
@@ -53,6 +55,9 @@ export class PodReports {
     const sidecar = (pod.spec?.initContainers ?? []).find((c) => c.name === this.container);
     const status = (pod.status?.initContainerStatuses ?? []).find((s) => s.name === this.container);
     if (!sidecar || !status?.state?.terminated) return;
+    // Another container mounts jobharvest's volumes: its sidecar's report is not
+    // trusted (reconcile would refuse it), so there is nothing worth keeping.
+    if (foreignMount(pod.spec) !== undefined) return;
     let pods = this.jobs.get(job);
     if (!pods) {
       pods = new Map();
