@@ -235,7 +235,7 @@ export function injectionProblem(key: SigningKey, namespace: string, annotations
     return 'the injection signature does not match this Job and its sidecar (forged, copied from another Job, or altered)';
   }
   const foreign = foreignMount(podSpec);
-  if (foreign) return `${foreign}: it could change what the sidecar reads or reports`;
+  if (foreign) return foreign;
   return undefined;
 }
 

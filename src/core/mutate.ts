@@ -76,7 +76,8 @@ function skipped(decision: Decision & { action: 'skip' }, job: Job, ctx: DecideC
       delete annotations[SIGNATURE_ANNOTATION];
       delete labels[INJECTED_LABEL];
       out = { ...job, metadata: { ...meta, annotations, labels } };
-      warnings.push(`the annotation ${SIGNATURE_ANNOTATION} and label ${INJECTED_LABEL} are removed: ${problem}; jobharvest does not report on this Job`);
+      // First in the sentence, as the API server's warning length cuts the end.
+      warnings.push(`${SIGNATURE_ANNOTATION} and label ${INJECTED_LABEL} removed, nothing reported on this Job: ${problem}`);
     }
   }
   return { decision, job: out as Job, warnings: warnings.map(redactUrls) };
