@@ -115,7 +115,8 @@ function createWithWarnings(ns: string, body: V1Job): Promise<{ status: number; 
         res.on('data', (d: Buffer) => chunks.push(d));
         res.on('end', () => {
           const raw = res.headers.warning;
-          const warnings = (Array.isArray(raw) ? raw : raw ? [raw] : []).map((w) => w.replace(/^299 - "?/, '').replace(/"$/, ''));
+          // A warning header is a quoted string: quotes and backslashes inside are escaped.
+          const warnings = (Array.isArray(raw) ? raw : raw ? [raw] : []).map((w) => w.replace(/^299 - "?/, '').replace(/"$/, '').replace(/\\(.)/g, '$1'));
           resolve({ status: res.statusCode ?? 0, job: JSON.parse(Buffer.concat(chunks).toString('utf8')) as V1Job, warnings });
         });
       },
@@ -283,4 +284,24 @@ describe('the harvester acts only on what it can verify', () => {
     expect(after.metadata?.annotations?.[DELIVERY_ANNOTATION]).toBeUndefined();
     rows.push(`T5. copied signature: at creation dropped (${done.metadata?.name}: no record); patched on later: ${JSON.stringify({ ...delivery, sig: '…' })}`);
   }, 180_000);
+
+  it("T6. a container that mounts one of jobharvest's volumes: the webhook skips it with a warning and never refuses; the API server finds the volume undefined", async () => {
+    const seen: string[] = [];
+    for (const mode of ['node', 'api'] as const) {
+      const ns = await stack.namespace(`t6${mode}`, { mode });
+      for (const volume of ['jobharvest-pod-logs', 'jobharvest-token', 'jobharvest-state', 'jobharvest-tls']) {
+        const job = shellJob('t6', { script: 'cat /peek/* || true', volumeMounts: [{ name: volume, mountPath: '/peek' }] });
+        job.spec!.template.spec!.automountServiceAccountToken = false;
+        const r = await createWithWarnings(ns, job);
+        // Had the webhook added its volume, the mount would have resolved; skipped, the
+        // template names a volume it does not define, which the API server's validation refuses.
+        expect(r.warnings, `${mode} ${volume}`).toEqual([`jobharvest: container "main" mounts the volume "${volume}", which is jobharvest's; Job admitted without the log sidecar`]);
+        expect(r.status, `${mode} ${volume}`).toBe(422);
+        expect(JSON.stringify(r.job), `${mode} ${volume}`).toContain(`volumeMounts[0].name: Not found: \\"${volume}\\"`);
+        expect(JSON.stringify(r.job)).not.toContain('admission webhook');
+        seen.push(`${mode}/${volume}: ${r.status}`);
+      }
+    }
+    rows.push(`T6. a mount of jobharvest's volumes: ${seen.join(', ')}`);
+  }, 120_000);
 });
