@@ -57,7 +57,7 @@ export const VOLUME_PREFIX = `${NAMES.container}-`;
 /**
  * Where a container other than the sidecar mounts one of jobharvest's volumes
  * (`jobharvest-*`): the node's pod logs, the sidecar's token or its
- * checkpoints. The webhook refuses such a template as a name conflict, and an
+ * checkpoints. The webhook skips such a template as a name conflict, and an
  * injection whose pod does it does not verify: that container could write
  * what the sidecar reads, or read what only the sidecar may.
  */
