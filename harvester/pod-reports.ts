@@ -20,7 +20,7 @@
 //     than its share (the budget over the namespaces with reports) is never
 //     evicted by another's flood.
 import type { V1Pod } from '@kubernetes/client-node';
-import { sidecarDigest } from '../src/contract/signature.ts';
+import { foreignMount, sidecarDigest } from '../src/contract/signature.ts';
 import { TERMINATION_MESSAGE_MAX_BYTES } from '../src/contract/termination.ts';
 import { nodeLost } from './report.ts';
 
@@ -116,7 +116,9 @@ export class PodReports {
     const digest = this.o.trusted(namespace, job);
     if (digest === undefined) return;
     const sidecar = (pod.spec?.initContainers ?? []).find((c) => c.name === this.o.container);
-    if (!sidecar || sidecarDigest(sidecar as unknown as Record<string, unknown>) !== digest) return;
+    // The signed digest covers the sidecar and the volumes it mounts; another
+    // container mounting jobharvest's volumes voids its report (reconcile would refuse it).
+    if (!sidecar || sidecarDigest(pod.spec) !== digest || foreignMount(pod.spec) !== undefined) return;
     const s = summarize(pod, terminated);
     let ns = this.namespaces.get(namespace);
     if (!ns) {

@@ -6,7 +6,7 @@
 import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import { NAMES } from '../src/contract/env.ts';
 import { STATUS_ANNOTATION, type InjectionStatus } from '../src/contract/harvest.ts';
-import { checkSignature, injectionParts, keyId, PURPOSE, sidecarDigest, sign, SIGNATURE_ANNOTATION, verify, type SigningKey } from '../src/contract/signature.ts';
+import { foreignMount, injectionProblem, PURPOSE, sidecarDigest, sign, verify, type SigningKey } from '../src/contract/signature.ts';
 
 export type Verified<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly why: string };
 
@@ -21,43 +21,37 @@ export interface VerifiedInjection {
 /**
  * The webhook's signature covers the namespace, the status annotation, and
  * the sidecar container in the Job's template (which the API server does not
- * let anyone change after creation). A status written by hand, a container of
- * the tenant's named `jobharvest`, or a valid signature copied onto a
- * different sidecar all fail here.
+ * let anyone change after creation): every field that decides what runs in it
+ * and where its termination message comes from (src/contract/signature.ts).
+ * A status written by hand, a container of the tenant's named `jobharvest`,
+ * or a valid signature copied onto a different sidecar all fail here, and so
+ * does a template in which another container mounts a `jobharvest-*` volume.
  */
 export function verifyInjection(job: V1Job, key: SigningKey): Verified<VerifiedInjection> {
   const ann = job.metadata?.annotations ?? {};
-  const statusText = ann[STATUS_ANNOTATION];
-  if (statusText === undefined) return { ok: false, why: 'no injection status' };
-  const signature = ann[SIGNATURE_ANNOTATION];
-  if (signature === undefined) return { ok: false, why: 'the injection is not signed (injected offline, by an older webhook, or by hand)' };
-  const sidecar = (job.spec?.template?.spec?.initContainers ?? []).find((c) => c.name === NAMES.container);
-  const parts = injectionParts(job.metadata?.namespace ?? '', statusText, sidecar as Record<string, unknown> | undefined);
-  const checked = checkSignature(key, PURPOSE.injection, parts, signature);
-  if (!checked.ok) {
-    if (checked.keyChanged !== undefined) {
-      return { ok: false, why: `the injection was signed with another signing key (key id ${checked.keyChanged}, this one's is ${keyId(key)}): the key changed since the Job was created, or the webhook and the harvester hold different keys` };
-    }
-    return { ok: false, why: 'the injection signature does not match this Job and its sidecar (forged or altered)' };
-  }
+  const podSpec = job.spec?.template?.spec;
+  const problem = injectionProblem(key, job.metadata?.namespace ?? '', ann, podSpec);
+  if (problem !== undefined) return { ok: false, why: problem };
   let status: InjectionStatus;
   try {
-    status = JSON.parse(statusText) as InjectionStatus;
+    status = JSON.parse(ann[STATUS_ANNOTATION]!) as InjectionStatus;
   } catch {
     return { ok: false, why: 'the signed status is not JSON' };
   }
+  const sidecar = (podSpec?.initContainers ?? []).find((c) => c.name === NAMES.container);
   const env: Record<string, string> = {};
   for (const e of sidecar?.env ?? []) if (e.value !== undefined) env[e.name] = e.value;
-  return { ok: true, value: { status, env, sidecarDigest: sidecarDigest(sidecar as Record<string, unknown> | undefined) } };
+  return { ok: true, value: { status, env, sidecarDigest: sidecarDigest(podSpec) } };
 }
 
 /**
  * The Job's own pods: a controller ownerReference with the Job's uid, and
- * (when the injection is verified) exactly the sidecar that was signed. The
- * `controller-uid` label used to list them is only a filter: anyone can put
- * it on a bare pod or on the template of a Job with a manual selector, and
- * the Job controller even adopts such an orphan, so ownership alone does not
- * prove the pod came from the signed template.
+ * (when the injection is verified) exactly the sidecar that was signed, with
+ * no other container (an ephemeral one added later included) mounting a
+ * `jobharvest-*` volume. The `controller-uid` label used to list them is only
+ * a filter: anyone can put it on a bare pod or on the template of a Job with
+ * a manual selector, and the Job controller even adopts such an orphan, so
+ * ownership alone does not prove the pod came from the signed template.
  */
 export function ownedPods(job: V1Job, pods: readonly V1Pod[], signedSidecar?: { name: string; digest: string }): { owned: V1Pod[]; foreign: number } {
   const uid = job.metadata?.uid;
@@ -66,8 +60,8 @@ export function ownedPods(job: V1Job, pods: readonly V1Pod[], signedSidecar?: { 
   for (const p of pods) {
     const ref = (p.metadata?.ownerReferences ?? []).find((r) => r.controller === true);
     const controlled = uid !== undefined && ref !== undefined && ref.uid === uid && ref.kind === 'Job' && ref.apiVersion === 'batch/v1';
-    const sidecar = signedSidecar ? (p.spec?.initContainers ?? []).find((c) => c.name === signedSidecar.name) : undefined;
-    const rendered = !signedSidecar || sidecarDigest(sidecar as Record<string, unknown> | undefined) === signedSidecar.digest;
+    // The digest finds the sidecar by the contract's name, which the signed status names too.
+    const rendered = !signedSidecar || (signedSidecar.name === NAMES.container && sidecarDigest(p.spec) === signedSidecar.digest && foreignMount(p.spec) === undefined);
     if (controlled && rendered) owned.push(p);
     else foreign++;
   }

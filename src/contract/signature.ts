@@ -8,7 +8,8 @@
 // jobharvest's namespace). The webhook signs what it injected; the harvester
 // signs the hold and the delivery record it writes. Both sides import this file.
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
-import { ENV_NAMES, NAMES } from './env.ts';
+import { NAMES } from './env.ts';
+import { STATUS_ANNOTATION } from './harvest.ts';
 
 export const SIGNATURE_ANNOTATION = 'jobharvest.io/signature';
 // v2.<key id>.<mac>; v1.<mac> (no key id) is still verified.
@@ -82,36 +83,199 @@ export function verify(key: SigningKey, purpose: string, parts: readonly string[
 
 type Obj = Record<string, unknown>;
 
-const OUR_ENV = new Set(ENV_NAMES);
+const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+const list = (v: unknown): Obj[] => (Array.isArray(v) ? v.filter(isObj) : []);
+
+/** The prefix of every volume the webhook adds; a volume under it is jobharvest's to mount. */
+export const VOLUME_PREFIX = `${NAMES.container}-`;
 
 /**
- * The parts of the sidecar container that decide what it does and where it
- * sends, and that nothing between the webhook and the running pod changes:
- * its name, command, restart policy, the variables of the env contract and
- * the volumes the webhook mounts. Left out on purpose: fields the API server
- * defaults (`terminationMessagePath`, `imagePullPolicy`), the service-account
- * token mount the ServiceAccount admission adds to every container of a pod,
- * variables other mutating webhooks add to every container (proxies, APM
- * agents), and the image, which policy engines rewrite to a digest.
+ * Where a container other than the sidecar mounts one of jobharvest's volumes
+ * (`jobharvest-*`): the node's pod logs, the sidecar's token or its
+ * checkpoints. The webhook skips such a template as a name conflict, and an
+ * injection whose pod does it does not verify: that container could write
+ * what the sidecar reads, or read what only the sidecar may.
  */
-export function sidecarDigest(container: Obj | undefined): string {
+export function foreignMount(spec: unknown): string | undefined {
+  if (!isObj(spec)) return undefined;
+  const groups: Array<[string, Obj[]]> = [
+    ['init container', list(spec.initContainers)],
+    ['container', list(spec.containers)],
+    ['ephemeral container', list(spec.ephemeralContainers)],
+  ];
+  for (const [kind, containers] of groups) {
+    for (const c of containers) {
+      if (kind === 'init container' && c.name === NAMES.container) continue;
+      const m = list(c.volumeMounts).find((v) => String(v.name).startsWith(VOLUME_PREFIX));
+      if (m) return `${kind} ${JSON.stringify(String(c.name).slice(0, 64))} mounts the volume ${JSON.stringify(String(m.name).slice(0, 64))}, which is jobharvest's`;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * A value with object keys sorted and empty values dropped: the webhook
+ * renders keys in its own order and the API server in its struct order, and
+ * the API server omits empty strings, `false` and empty lists.
+ */
+function canonical(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(canonical);
+  if (!isObj(v)) return v;
+  const out: Obj = {};
+  for (const k of Object.keys(v).sort()) {
+    const x = v[k];
+    if (x === undefined || x === null || x === '' || x === false || (Array.isArray(x) && x.length === 0)) continue;
+    out[k] = canonical(x);
+  }
+  return out;
+}
+
+/**
+ * The image's repository, without tag or digest, with Docker's implied
+ * registry and `library/` spelled out. A policy engine that pins `repo:tag`
+ * to `repo:tag@sha256:…` or `repo@sha256:…` leaves it unchanged; a mirror in
+ * another registry does not. Tenants cannot push to the operator's repository,
+ * so any tag or digest of it runs code the operator published.
+ */
+export function imageRepository(image: unknown): string {
+  let ref = String(image ?? '').trim();
+  const at = ref.indexOf('@');
+  if (at >= 0) ref = ref.slice(0, at);
+  const colon = ref.lastIndexOf(':');
+  if (colon > ref.lastIndexOf('/')) ref = ref.slice(0, colon);
+  const parts = ref.split('/');
+  const first = parts[0] ?? '';
+  const hasRegistry = parts.length > 1 && (first.includes('.') || first.includes(':') || first === 'localhost');
+  if (!hasRegistry) parts.unshift('docker.io');
+  if (parts[0] === 'docker.io' && parts.length === 2) parts.splice(1, 0, 'library');
+  return parts.join('/');
+}
+
+/** Defaults the API server fills in on a container's env var. */
+function envVar(e: Obj): unknown {
+  const from = isObj(e.valueFrom) ? e.valueFrom : undefined;
+  const field = from && isObj(from.fieldRef) ? { ...from.fieldRef, apiVersion: from.fieldRef.apiVersion ?? 'v1' } : undefined;
+  return canonical({ ...e, ...(from ? { valueFrom: { ...from, ...(field ? { fieldRef: field } : {}) } } : {}) });
+}
+
+/**
+ * What a volume is, without its file modes and emptyDir size: those the API
+ * server defaults or canonicalizes (`defaultMode: 420`, a quantity's
+ * spelling), and neither changes what the sidecar reads from it.
+ */
+function volumeSource(v: Obj | undefined): unknown {
+  if (!v) return null;
+  const { name: _name, ...source } = v;
+  const strip = (x: unknown): unknown => {
+    if (Array.isArray(x)) return x.map(strip);
+    if (!isObj(x)) return x;
+    const out: Obj = {};
+    for (const [k, y] of Object.entries(x)) if (k !== 'defaultMode' && k !== 'mode') out[k] = strip(y);
+    return out;
+  };
+  const s = strip(source) as Obj;
+  if (isObj(s.emptyDir)) s.emptyDir = {};
+  if (isObj(s.projected)) {
+    s.projected = {
+      ...s.projected,
+      sources: list(s.projected.sources).map((src) =>
+        isObj(src.serviceAccountToken) ? { ...src, serviceAccountToken: { expirationSeconds: 3600, ...src.serviceAccountToken } } : src,
+      ),
+    };
+  }
+  return canonical(s);
+}
+
+const SERVICE_ACCOUNT_PATH = '/var/run/secrets/kubernetes.io/serviceaccount';
+const SERVICE_ACCOUNT_VOLUME = JSON.stringify(
+  volumeSource({
+    name: '',
+    projected: {
+      sources: [
+        { serviceAccountToken: { path: 'token', expirationSeconds: 3607 } },
+        { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } },
+        { downwardAPI: { items: [{ path: 'namespace', fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } }] } },
+      ],
+    },
+  }),
+);
+
+/**
+ * The token mount the ServiceAccount admission plugin adds to every container
+ * of a pod whose token is automounted, exactly as it adds it: the pod's own
+ * token, which the sidecar would get without it in api mode anyway.
+ */
+function serviceAccountMount(m: Obj, volume: Obj | undefined): boolean {
+  return String(m.name).startsWith('kube-api-access-') && m.mountPath === SERVICE_ACCOUNT_PATH && m.readOnly === true && !m.subPath && !m.subPathExpr && JSON.stringify(volumeSource(volume)) === SERVICE_ACCOUNT_VOLUME;
+}
+
+/** The fields of the sidecar container the digest covers (docs/harvester.md, "What it trusts"). */
+const COVERED = ['command', 'args', 'workingDir', 'envFrom', 'lifecycle', 'livenessProbe', 'readinessProbe', 'startupProbe', 'restartPolicy', 'volumeDevices'] as const;
+
+/**
+ * The digest of the sidecar in a pod spec (a Job's template or a pod): every
+ * field that decides what runs in that container or where its termination
+ * message comes from, and the volumes it mounts. The container is the init
+ * container named `jobharvest`; '' when there is none.
+ *
+ * Covered: the name, the image's repository (not its tag or digest, which
+ * policy engines pin: see imageRepository), command, args, workingDir, every
+ * env var and envFrom, every volume mount and device with the definition of
+ * the volume it mounts, lifecycle hooks, probes, terminationMessagePath and
+ * terminationMessagePolicy (as the API server defaults them), restartPolicy.
+ * Left out on purpose: resources (LimitRange defaults), securityContext
+ * (policy engines' defaults; it bounds what the code may do, not which code
+ * runs), imagePullPolicy (defaulted), and the service-account token mount the
+ * ServiceAccount admission plugin adds to every container of a pod.
+ */
+export function sidecarDigest(spec: unknown): string {
+  if (!isObj(spec)) return '';
+  const container = list(spec.initContainers).find((c) => c.name === NAMES.container);
   if (!container) return '';
-  const env = ((container.env as Obj[] | undefined) ?? []).filter((e) => OUR_ENV.has(String(e.name))).map((e) => {
-    const from = e.valueFrom as Obj | undefined;
-    const ref = (from?.secretKeyRef ?? from?.configMapKeyRef) as Obj | undefined;
-    const field = from?.fieldRef as Obj | undefined;
-    return [e.name, e.value ?? null, ref ? [from?.secretKeyRef ? 's' : 'c', ref.name, ref.key] : null, field ? field.fieldPath : null];
+  const volumes = new Map(list(spec.volumes).map((v) => [String(v.name), v]));
+  const mounts = list(container.volumeMounts)
+    .filter((m) => !serviceAccountMount(m, volumes.get(String(m.name))))
+    .map((m) => [canonical(m), volumeSource(volumes.get(String(m.name)))]);
+  const devices = list(container.volumeDevices).map((d) => volumeSource(volumes.get(String(d.name))));
+  const shape = canonical({
+    ...Object.fromEntries(COVERED.map((k) => [k, container[k]])),
+    name: container.name,
+    image: imageRepository(container.image),
+    env: list(container.env).map(envVar),
+    mounts,
+    devices,
+    terminationMessagePath: container.terminationMessagePath || '/dev/termination-log',
+    terminationMessagePolicy: container.terminationMessagePolicy || 'File',
   });
-  const mounts = ((container.volumeMounts as Obj[] | undefined) ?? [])
-    .filter((m) => String(m.name).startsWith(NAMES.container))
-    .map((m) => [m.name, m.mountPath, m.subPath ?? null, m.subPathExpr ?? null, m.readOnly === true]);
-  const shape = [container.name, container.command ?? null, container.args ?? null, container.restartPolicy ?? null, env, mounts];
   return createHash('sha256').update(JSON.stringify(shape)).digest('base64url');
 }
 
-/** What the webhook signs at admission: the namespace, the status it recorded, and the sidecar it rendered. */
-export function injectionParts(namespace: string, status: string, sidecar: Obj | undefined): string[] {
-  return [namespace, status, sidecarDigest(sidecar)];
+/** What the webhook signs at admission: the namespace, the status it recorded, and the sidecar it rendered in the pod template. */
+export function injectionParts(namespace: string, status: string, podSpec: unknown): string[] {
+  return [namespace, status, sidecarDigest(podSpec)];
+}
+
+/**
+ * Why a signed injection does not hold for this Job's template (or a pod of
+ * it); undefined when it does. Both the webhook (on a Job it skips) and the
+ * harvester ask it.
+ */
+export function injectionProblem(key: SigningKey, namespace: string, annotations: Record<string, string> | undefined, podSpec: unknown): string | undefined {
+  const ann = annotations ?? {};
+  const status = ann[STATUS_ANNOTATION];
+  if (status === undefined) return 'no injection status';
+  const signature = ann[SIGNATURE_ANNOTATION];
+  if (signature === undefined) return 'the injection is not signed (injected offline, by an older webhook, or by hand)';
+  const checked = checkSignature(key, PURPOSE.injection, injectionParts(namespace, status, podSpec), signature);
+  if (!checked.ok) {
+    if (checked.keyChanged !== undefined) {
+      return `the injection was signed with another signing key (key id ${checked.keyChanged}, this one's is ${keyId(key)}): the key changed since the Job was created, or the webhook and the harvester hold different keys`;
+    }
+    return 'the injection signature does not match this Job and its sidecar (forged, copied from another Job, or altered)';
+  }
+  const foreign = foreignMount(podSpec);
+  if (foreign) return foreign;
+  return undefined;
 }
 
 export const PURPOSE = {

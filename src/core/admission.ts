@@ -127,13 +127,20 @@ export async function review(req: AdmissionRequest, deps: ReviewDeps): Promise<R
       signingKey: deps.signingKey,
     });
     const warnings = warningsOut(result.warnings);
-    if (result.decision.action === 'skip') {
-      return answer(warnings ? { warnings } : {}, { kind: 'skipped', decision: result.decision, reason: result.decision.reason });
-    }
     // Patch against the object exactly as received (namespace possibly unset).
-    const mutated: Job = { ...result.job, metadata: { ...result.job.metadata } };
-    if ((job as Job).metadata?.namespace === undefined) delete mutated.metadata!.namespace;
-    const patch = createPatch(job as Job, mutated);
+    const patchOf = (): ReturnType<typeof createPatch> => {
+      const mutated: Job = { ...result.job, metadata: { ...result.job.metadata } };
+      if ((job as Job).metadata?.namespace === undefined) delete mutated.metadata!.namespace;
+      return createPatch(job as Job, mutated);
+    };
+    if (result.decision.action === 'skip') {
+      const outcome: ReviewOutcome = { kind: 'skipped', decision: result.decision, reason: result.decision.reason };
+      if (result.job === subject) return answer(warnings ? { warnings } : {}, outcome);
+      // Skipped, but a signature that does not verify here is dropped (see mutateJob).
+      const patch = patchOf();
+      return answer({ patchType: 'JSONPatch', patch: Buffer.from(serializePatch(patch)).toString('base64'), ...(warnings ? { warnings } : {}) }, outcome);
+    }
+    const patch = patchOf();
     if (!req.dryRun) deps.onInjected?.(nsName, result.decision);
     return answer(
       { patchType: 'JSONPatch', patch: Buffer.from(serializePatch(patch)).toString('base64'), ...(warnings ? { warnings } : {}) },

@@ -1,4 +1,5 @@
 import { NAMES, type SinkType, type SourceMode } from '../contract/env.ts';
+import { foreignMount } from '../contract/signature.ts';
 import { ANNOTATIONS, INJECT_LABEL, PSA_ENFORCE_LABEL, parse } from './annotations.ts';
 import { excludedNamespaces, type Config } from './config.ts';
 import { isJob, isObject, type Job, type NamespaceMeta } from './kube.ts';
@@ -257,5 +258,8 @@ function nameConflict(job: Job): string | undefined {
   const ours = new Set<string>([NAMES.stateVolume, NAMES.logVolume, NAMES.tokenVolume, NAMES.tlsVolume]);
   const v = (spec.volumes ?? []).find((vol) => ours.has(vol?.name));
   if (v) return `a volume named ${v.name} already exists`;
-  return undefined;
+  // A mount of a volume the webhook is about to add would resolve once it is
+  // added: the node's pod logs without the sidecar's subPathExpr, the
+  // sidecar's token, or its checkpoints.
+  return foreignMount(spec);
 }

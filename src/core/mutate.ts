@@ -1,15 +1,14 @@
-import { NAMES } from '../contract/env.ts';
 import { redactUrls } from '../contract/redact.ts';
 import { INJECTED_LABEL } from '../contract/harvest.ts';
-import { injectionParts, PURPOSE, sign, SIGNATURE_ANNOTATION } from '../contract/signature.ts';
+import { injectionParts, injectionProblem, PURPOSE, sign, SIGNATURE_ANNOTATION } from '../contract/signature.ts';
 import { ANNOTATIONS } from './annotations.ts';
 import { SKIP_REASONS, decide, type DecideContext, type Decision } from './decide.ts';
 import { inject } from './inject.ts';
-import type { Job, ObjectMeta } from './kube.ts';
+import { isObject, type Job, type ObjectMeta } from './kube.ts';
 
 export interface MutateResult {
   decision: Decision;
-  /** The Job to store: the input itself when skipped. */
+  /** The Job to store: when skipped, the input itself, or a copy without a signature that does not verify. */
   job: Job;
   warnings: string[];
 }
@@ -27,7 +26,7 @@ export function annotationBytes(meta: ObjectMeta | undefined): number {
 export function mutateJob(job: Job, ctx: DecideContext): MutateResult {
   const decision = decide(job, ctx);
   // Warnings quote annotation values, which may hold endpoints with credentials.
-  if (decision.action === 'skip') return { decision, job, warnings: decision.warnings.map(redactUrls) };
+  if (decision.action === 'skip') return skipped(decision, job, ctx);
   const out = inject({
     job,
     settings: decision.settings,
@@ -43,15 +42,45 @@ export function mutateJob(job: Job, ctx: DecideContext): MutateResult {
   const over = tooLarge(out.job);
   if (over) {
     const detail = `the added annotations would make the ${over}`;
-    const skipped: Decision = {
+    const skip: Decision = {
       action: 'skip',
       reason: SKIP_REASONS.ANNOTATIONS_TOO_LARGE,
       detail,
       warnings: [...decision.warnings, `${detail}; Job admitted without the log sidecar`],
     };
-    return { decision: skipped, job, warnings: skipped.warnings.map(redactUrls) };
+    return skipped(skip, job, ctx);
   }
   return { decision, job: out.job, warnings: [...decision.warnings, ...out.warnings].map(redactUrls) };
+}
+
+/**
+ * A skipped Job as it is stored: as it came, except for a
+ * `jobharvest.io/signature` and `jobharvest.io/injected` label that do not
+ * verify for the template in hand (copied from another Job onto a sidecar of
+ * the tenant's own, say), which are dropped with a warning. Dropping, not
+ * injecting afresh: a Job that carries them also carries a status annotation
+ * or a container named jobharvest, which make injecting a conflict. Without a
+ * key (the offline CLI) nothing can be verified, so nothing is dropped; the
+ * webhook judges the Job when it is created.
+ */
+function skipped(decision: Decision & { action: 'skip' }, job: Job, ctx: DecideContext): MutateResult {
+  const warnings = [...decision.warnings];
+  let out: unknown = job;
+  const meta = isObject(job) ? job.metadata : undefined;
+  const marked = meta?.annotations?.[SIGNATURE_ANNOTATION] !== undefined || meta?.labels?.[INJECTED_LABEL] !== undefined;
+  if (ctx.signingKey && meta && marked) {
+    const problem = injectionProblem(ctx.signingKey, meta.namespace ?? ctx.namespace?.name ?? '', meta.annotations, job.spec?.template?.spec);
+    if (problem !== undefined) {
+      const annotations = { ...(meta.annotations ?? {}) };
+      const labels = { ...(meta.labels ?? {}) };
+      delete annotations[SIGNATURE_ANNOTATION];
+      delete labels[INJECTED_LABEL];
+      out = { ...job, metadata: { ...meta, annotations, labels } };
+      // First in the sentence, as the API server's warning length cuts the end.
+      warnings.push(`${SIGNATURE_ANNOTATION} and label ${INJECTED_LABEL} removed, nothing reported on this Job: ${problem}`);
+    }
+  }
+  return { decision, job: out as Job, warnings: warnings.map(redactUrls) };
 }
 
 function tooLarge(job: Job): string | undefined {
@@ -71,8 +100,7 @@ function tooLarge(job: Job): string | undefined {
 function signInjection(job: Job, namespace: string, key: Buffer): void {
   const meta = job.metadata!;
   const status = meta.annotations?.[ANNOTATIONS.status] ?? '';
-  const sidecar = (job.spec?.template?.spec?.initContainers ?? []).find((c) => c.name === NAMES.container);
-  const signature = sign(key, PURPOSE.injection, injectionParts(namespace, status, sidecar as Record<string, unknown> | undefined));
+  const signature = sign(key, PURPOSE.injection, injectionParts(namespace, status, job.spec?.template?.spec));
   meta.labels = { ...(meta.labels ?? {}), [INJECTED_LABEL]: 'true' };
   meta.annotations = { ...(meta.annotations ?? {}), [SIGNATURE_ANNOTATION]: signature };
 }

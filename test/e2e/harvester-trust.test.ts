@@ -5,12 +5,14 @@
  * A loopback listener stands in for the place a tenant would have the
  * harvester send to; it counts every request it gets.
  */
-import type { V1Job, V1Pod } from '@kubernetes/client-node';
+import { PatchStrategy, setHeaderOptions, type V1Job, type V1Pod } from '@kubernetes/client-node';
 import { createServer, type Server } from 'node:http';
+import { request } from 'node:https';
 import { gunzipSync } from 'node:zlib';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { INJECTED_LABEL, STATUS_ANNOTATION } from '../../src/contract/harvest.ts';
+import { SIGNATURE_ANNOTATION } from '../../src/contract/signature.ts';
 import { DELIVERY_ANNOTATION, HOLD_ANNOTATION } from '../../src/contract/harvest.ts';
 import type { Delivery } from '../../harvester/report.ts';
 import { useCluster, waitFor } from '../harness/cluster/client.ts';
@@ -95,6 +97,35 @@ function forgedSidecar(endpoint: string) {
   };
 }
 
+/** A create with the admission warnings the API server passes on (client-node drops them). */
+function createWithWarnings(ns: string, body: V1Job): Promise<{ status: number; job: V1Job; warnings: string[] }> {
+  const text = JSON.stringify(body);
+  const url = new URL(`${cluster.info.server}/apis/batch/v1/namespaces/${ns}/jobs`);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      url,
+      {
+        method: 'POST',
+        ca: cluster.info.caPem,
+        headers: { authorization: `Bearer ${cluster.info.token}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), accept: 'application/json' },
+        timeout: 15_000,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (d: Buffer) => chunks.push(d));
+        res.on('end', () => {
+          const raw = res.headers.warning;
+          // A warning header is a quoted string: quotes and backslashes inside are escaped.
+          const warnings = (Array.isArray(raw) ? raw : raw ? [raw] : []).map((w) => w.replace(/^299 - "?/, '').replace(/"$/, '').replace(/\\(.)/g, '$1'));
+          resolve({ status: res.statusCode ?? 0, job: JSON.parse(Buffer.concat(chunks).toString('utf8')) as V1Job, warnings });
+        });
+      },
+    );
+    req.on('error', reject);
+    req.end(text);
+  });
+}
+
 const forgedStatus = JSON.stringify({ version: '0.1.0', mode: 'node', sink: 'http', container: 'jobharvest', volumes: [], ttlSecondsAfterFinished: 60, terminationGracePeriodSeconds: null, defaultContainer: null });
 
 describe('the harvester acts only on what it can verify', () => {
@@ -105,7 +136,11 @@ describe('the harvester acts only on what it can verify', () => {
     job.metadata = { name: 't1', labels: { [INJECTED_LABEL]: 'true' }, annotations: { [STATUS_ANNOTATION]: forgedStatus } };
     job.spec!.ttlSecondsAfterFinished = 60;
     job.spec!.template.spec!.initContainers = [forgedSidecar(listener.url)];
-    await stack.batch.createNamespacedJob({ namespace: ns, body: job });
+    const created = await stack.batch.createNamespacedJob({ namespace: ns, body: job });
+    // The webhook drops a label that no verified signature backs (T5 has its warning);
+    // labels stay writable after creation, where no webhook looks.
+    expect(created.metadata?.labels?.[INJECTED_LABEL]).toBeUndefined();
+    await stack.batch.patchNamespacedJob({ namespace: ns, name: 't1', body: { metadata: { labels: { [INJECTED_LABEL]: 'true' } } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
     const { job: done, delivery } = await record(ns, 't1');
     expect(done.metadata?.annotations?.[HOLD_ANNOTATION]).toBeUndefined();
     expect(done.spec?.ttlSecondsAfterFinished).toBe(60);
@@ -185,5 +220,88 @@ describe('the harvester acts only on what it can verify', () => {
     } finally {
       listener.status = () => 200;
     }
+  }, 120_000);
+
+  it("T5. a signature, status and label copied from the tenant's own injected Job onto a hand-written one: never a signed count; a warning and an Event say why", async () => {
+    const ns = await stack.namespace('t5');
+    // A genuine injection in the same namespace, to copy from.
+    const genuine = (await stack.batch.createNamespacedJob({ namespace: ns, body: shellJob('t5-genuine', { script: numberedLines('t5g', 5) }) }));
+    const copied = {
+      [STATUS_ANNOTATION]: genuine.metadata!.annotations![STATUS_ANNOTATION]!,
+      [SIGNATURE_ANNOTATION]: genuine.metadata!.annotations![SIGNATURE_ANNOTATION]!,
+    };
+    expect(copied[SIGNATURE_ANNOTATION]).toMatch(/^v1\./);
+    /**
+     * The tenant's hand-written Job: the rendered sidecar and its volumes, but
+     * the tenant's image, an env var and a mount of its own, all outside what
+     * the signature covered before. (Here the test kubelet runs any image
+     * named jobharvest as the real sidecar; on a node it is the tenant's code.)
+     */
+    const handWritten = (name: string, annotations: Record<string, string>, labels: Record<string, string>): V1Job => {
+      const job = shellJob(name, { script: `sleep 2; ${numberedLines(name, 20)}`, volumes: [...structuredClone(genuine.spec!.template.spec!.volumes!), { name: 'shared', emptyDir: {} }], volumeMounts: [{ name: 'shared', mountPath: '/shared' }] });
+      job.metadata = { name, labels, annotations };
+      const sidecar = structuredClone(genuine.spec!.template.spec!.initContainers!.find((c) => c.name === 'jobharvest')!);
+      sidecar.image = 'registry.tenant.example/jobharvest:1';
+      sidecar.env = [...(sidecar.env ?? []), { name: 'TENANT_SETTING', value: 'on' }];
+      sidecar.volumeMounts = [...(sidecar.volumeMounts ?? []), { name: 'shared', mountPath: '/shared' }];
+      job.spec!.template.spec!.initContainers = [sidecar];
+      job.spec!.ttlSecondsAfterFinished = 60;
+      return job;
+    };
+
+    // At creation: the webhook skips it as already injected, and drops what does not verify.
+    const created = await createWithWarnings(ns, handWritten('t5-copied', copied, { [INJECTED_LABEL]: 'true' }));
+    expect(created.status).toBe(201);
+    expect(created.warnings.join('\n')).toContain('jobharvest: jobharvest.io/signature and label jobharvest.io/injected removed, nothing reported on this Job: the injection signature does not match this Job and its sidecar');
+    expect(created.job.metadata?.annotations?.[SIGNATURE_ANNOTATION]).toBeUndefined();
+    expect(created.job.metadata?.labels?.[INJECTED_LABEL]).toBeUndefined();
+
+    // Annotations and labels stay writable after creation, where no webhook looks:
+    // the same copy patched onto a second hand-written Job reaches the harvester.
+    await stack.batch.createNamespacedJob({ namespace: ns, body: handWritten('t5-patched', { [STATUS_ANNOTATION]: copied[STATUS_ANNOTATION] }, {}) });
+    await stack.batch.patchNamespacedJob(
+      { namespace: ns, name: 't5-patched', body: { metadata: { labels: { [INJECTED_LABEL]: 'true' }, annotations: { [SIGNATURE_ANNOTATION]: copied[SIGNATURE_ANNOTATION] } } } },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
+    const { job: patched, delivery } = await record(ns, 't5-patched');
+    expect(delivery).toMatchObject({ shipped: 0, lost: 0, notes: [expect.stringMatching(/^not harvested: the injection signature does not match this Job and its sidecar/)] });
+    expect(patched.metadata?.annotations?.[HOLD_ANNOTATION]).toBeUndefined();
+    const events = (await stack.core.listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.uid=${patched.metadata!.uid}` })).items.filter((e) => e.source?.component === 'jobharvest');
+    expect(events.map((e) => [e.type, e.reason])).toEqual([['Warning', 'LogsLost']]);
+    expect(events[0]!.message).toContain('not harvested: the injection signature does not match this Job and its sidecar');
+
+    // The first one finished long ago by now: the harvester never looked at it.
+    const done = await waitFor(
+      't5-copied finished',
+      async () => {
+        const j = await stack.batch.readNamespacedJob({ namespace: ns, name: 't5-copied' });
+        return (j.status?.conditions ?? []).some((c) => c.type === 'Complete' && c.status === 'True') ? j : undefined;
+      },
+      { timeoutMs: 60_000 },
+    );
+    await new Promise((r) => setTimeout(r, 3000));
+    const after = await stack.batch.readNamespacedJob({ namespace: ns, name: 't5-copied' });
+    expect(after.metadata?.annotations?.[DELIVERY_ANNOTATION]).toBeUndefined();
+    rows.push(`T5. copied signature: at creation dropped (${done.metadata?.name}: no record); patched on later: ${JSON.stringify({ ...delivery, sig: '…' })}`);
+  }, 180_000);
+
+  it("T6. a container that mounts one of jobharvest's volumes: the webhook skips it with a warning and never refuses; the API server finds the volume undefined", async () => {
+    const seen: string[] = [];
+    for (const mode of ['node', 'api'] as const) {
+      const ns = await stack.namespace(`t6${mode}`, { mode });
+      for (const volume of ['jobharvest-pod-logs', 'jobharvest-token', 'jobharvest-state', 'jobharvest-tls']) {
+        const job = shellJob('t6', { script: 'cat /peek/* || true', volumeMounts: [{ name: volume, mountPath: '/peek' }] });
+        job.spec!.template.spec!.automountServiceAccountToken = false;
+        const r = await createWithWarnings(ns, job);
+        // Had the webhook added its volume, the mount would have resolved; skipped, the
+        // template names a volume it does not define, which the API server's validation refuses.
+        expect(r.warnings, `${mode} ${volume}`).toEqual([`jobharvest: container "main" mounts the volume "${volume}", which is jobharvest's; Job admitted without the log sidecar`]);
+        expect(r.status, `${mode} ${volume}`).toBe(422);
+        expect(JSON.stringify(r.job), `${mode} ${volume}`).toContain(`volumeMounts[0].name: Not found: \\"${volume}\\"`);
+        expect(JSON.stringify(r.job)).not.toContain('admission webhook');
+        seen.push(`${mode}/${volume}: ${r.status}`);
+      }
+    }
+    rows.push(`T6. a mount of jobharvest's volumes: ${seen.join(', ')}`);
   }, 120_000);
 });

@@ -90,4 +90,23 @@ describe('jobharvest CLI (real process)', () => {
     expect(r.code).not.toBe(0);
     expect(r.stderr).toMatch(/JH_BAD_CONFIG: invalid configuration: .*mode.*sink\.type.*ttlSecondsAfterFinished/);
   });
+
+  it("a Job whose container mounts one of jobharvest's volumes is printed as it came, with a name-conflict warning, in both modes", () => {
+    const volumes = ['jobharvest-pod-logs', 'jobharvest-token', 'jobharvest-state', 'jobharvest-tls'];
+    // One document per volume; the token volume is added when the pod turned its own token off.
+    const input = volumes
+      .map((v) => `apiVersion: batch/v1\nkind: Job\nmetadata: {name: ${v}, namespace: team-a}\nspec: {template: {spec: {restartPolicy: Never, automountServiceAccountToken: false, containers: [{name: main, image: busybox, volumeMounts: [{name: ${v}, mountPath: /peek}]}]}}}\n`)
+      .join('---\n');
+    for (const mode of ['node', 'api']) {
+      const r = cli(['inject', '-f', '-', '--mode', mode, '--sink', 'http', '--endpoint', 'http://logs.example:8080/ingest'], input);
+      expect(r.code, mode).toBe(0);
+      const jobs = parseAllDocuments(r.stdout).map((d) => d.toJS() as { spec: { template: { spec: Record<string, unknown> } } });
+      expect(jobs, mode).toHaveLength(volumes.length);
+      for (const [i, v] of volumes.entries()) {
+        expect(jobs[i]!.spec.template.spec.initContainers, `${mode} ${v}`).toBeUndefined();
+        expect(jobs[i]!.spec.template.spec.volumes, `${mode} ${v}`).toBeUndefined();
+        expect(r.stderr, `${mode} ${v}`).toContain(`warning: Job team-a/${v}: container "main" mounts the volume "${v}", which is jobharvest's; Job admitted without the log sidecar`);
+      }
+    }
+  });
 });

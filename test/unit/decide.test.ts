@@ -3,7 +3,8 @@ import { decide } from '../../src/core/decide.ts';
 import { parseConfig } from '../../src/core/config.ts';
 import { mutateJob } from '../../src/core/mutate.ts';
 import { parseServerVersion } from '../../src/core/server-version.ts';
-import { durableConfig, job, optedIn } from './fixtures.ts';
+import { review } from '../../src/core/admission.ts';
+import { deps, durableConfig, job, optedIn, review as reviewOf } from './fixtures.ts';
 
 const cfg = (over: Record<string, unknown> = {}) => parseConfig(over);
 
@@ -109,5 +110,55 @@ describe('sink settings from the global configuration', () => {
     expect(env).toContainEqual({ name: 'JOBHARVEST_GZIP', value: 'false' });
     const defaults = (mutateJob(job(), { config: parseConfig({}), namespace: optedIn('team-a') }).job.spec?.template?.spec?.initContainers?.[0]?.env ?? []) as Array<{ name: string }>;
     expect(defaults.map((e) => e.name)).not.toContain('JOBHARVEST_GZIP');
+  });
+});
+
+describe("a container that mounts jobharvest's volumes is a name conflict", () => {
+  // The webhook adds these volumes; a tenant's mount of one would resolve once
+  // it is added: every pod's logs on the node (without the sidecar's
+  // subPathExpr), the sidecar's token, its checkpoints, its TLS files.
+  const VOLUMES = ['jobharvest-pod-logs', 'jobharvest-token', 'jobharvest-state', 'jobharvest-tls'];
+  for (const mode of ['node', 'api'] as const) {
+    for (const volume of VOLUMES) {
+      for (const where of ['containers', 'initContainers'] as const) {
+        it(`${mode} mode: ${volume} mounted by one of the ${where}: skipped with a warning, admitted (never refused)`, async () => {
+          const j = job('peek');
+          j.metadata.annotations = { 'jobharvest.io/mode': mode, 'jobharvest.io/tls-secret': 'sink-tls' };
+          // The token volume is added when the pod turned its own token off (api mode).
+          j.spec.template.spec.automountServiceAccountToken = false;
+          const mount = { name: volume, mountPath: '/peek', readOnly: true };
+          if (where === 'containers') j.spec.template.spec.containers[0].volumeMounts = [mount];
+          else j.spec.template.spec.initContainers = [{ name: 'setup', image: 'busybox', volumeMounts: [mount] }];
+          // Without the mount, each of these volumes is one the webhook adds.
+          const clean = structuredClone(j);
+          if (where === 'containers') delete clean.spec.template.spec.containers[0].volumeMounts;
+          else delete clean.spec.template.spec.initContainers[0].volumeMounts;
+          const added = mutateJob(clean, { config: durableConfig(), namespace: optedIn('team-a') });
+          const names = (added.job.spec?.template?.spec?.volumes ?? []).map((v) => v.name);
+          // The pod logs are node mode's, the token api mode's; a conflict in either mode all the same.
+          const modes: Record<string, string[]> = { 'jobharvest-pod-logs': ['node'], 'jobharvest-token': ['api'] };
+          if ((modes[volume] ?? [mode]).includes(mode)) expect(names).toContain(volume);
+          else expect(names).not.toContain(volume);
+          const who = where === 'containers' ? 'container "main"' : 'init container "setup"';
+          const r = mutateJob(j, { config: durableConfig(), namespace: optedIn('team-a') });
+          expect(r.decision).toMatchObject({ action: 'skip', reason: 'name-conflict' });
+          expect(r.warnings).toContain(`${who} mounts the volume "${volume}", which is jobharvest's; Job admitted without the log sidecar`);
+          expect(r.job).toBe(j);
+          const ans = await review(reviewOf(j).request as never, deps());
+          expect(ans.review.response).toMatchObject({ allowed: true, warnings: [`jobharvest: ${who} mounts the volume "${volume}", which is jobharvest's; Job admitted without the log sidecar`] });
+          expect(ans.review.response.patch).toBeUndefined();
+        });
+      }
+    }
+  }
+
+  it("a mount of any jobharvest-* name counts, and the tenant's own volumes and mounts are not a conflict", () => {
+    const j = job('own');
+    j.spec.template.spec.containers[0].volumeMounts = [{ name: 'jobharvest-cache', mountPath: '/c' }];
+    expect(decide(j, { config: durableConfig(), namespace: optedIn('team-a') })).toMatchObject({ action: 'skip', reason: 'name-conflict' });
+    const ok = job('ok');
+    ok.spec.template.spec.volumes = [{ name: 'scratch', emptyDir: {} }];
+    ok.spec.template.spec.containers[0].volumeMounts = [{ name: 'scratch', mountPath: '/var/lib/jobharvest' }];
+    expect(decide(ok, { config: durableConfig(), namespace: optedIn('team-a') }).action).toBe('inject');
   });
 });

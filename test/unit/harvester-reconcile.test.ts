@@ -1,7 +1,7 @@
 // The harvester's reconcile against a fake API: what it trusts, what it
 // writes, and what it sends where. Each forgery here was a way to make the
 // old in-webhook harvester act on a tenant's say-so.
-import type { CoreV1Event, V1Job, V1Pod } from '@kubernetes/client-node';
+import type { CoreV1Event, V1Container, V1Job, V1Pod, V1Volume } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { encodeTermination } from '../../src/contract/termination.ts';
 import { INJECTED_LABEL } from '../../src/contract/harvest.ts';
@@ -46,10 +46,26 @@ function pod(name: string, message: string | undefined, owner: string | null = '
       labels: { 'batch.kubernetes.io/controller-uid': 'job-uid', 'batch.kubernetes.io/job-name': 'build' },
       ...(owner ? { ownerReferences: [{ apiVersion: 'batch/v1', kind: 'Job', name: 'build', uid: owner, controller: true }] } : {}),
     },
-    spec: { containers: [], initContainers: structuredClone(from.spec!.template.spec!.initContainers) },
+    // The template's spec, volumes included: the signature covers the volumes the sidecar mounts.
+    spec: structuredClone(from.spec!.template.spec!),
     status: {
       phase: 'Succeeded',
       initContainerStatuses: [{ name: 'jobharvest', image: 'x', imageID: '', ready: false, restartCount: 0, state: message === undefined ? {} : { terminated: { exitCode: 3, message } } }],
+    },
+  };
+}
+
+/** The volume the ServiceAccount admission plugin adds to a pod whose token is automounted. */
+function serviceAccountVolume(name: string): V1Volume {
+  return {
+    name,
+    projected: {
+      defaultMode: 420,
+      sources: [
+        { serviceAccountToken: { expirationSeconds: 3607, path: 'token' } },
+        { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } },
+        { downwardAPI: { items: [{ fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' }, path: 'namespace' }] } },
+      ],
     },
   };
 }
@@ -353,19 +369,51 @@ describe('reconcile', () => {
     expect(api.delivery()).toMatchObject({ pods: 0, notes: [expect.stringContaining('2 pod(s)')] });
   });
 
-  it("the pod's sidecar as admission leaves it (token mount, other webhooks' env, an image pinned to a digest) is still the signed one", async () => {
+  it("the pod's sidecar as admission leaves it (the ServiceAccount token mount, the API server's defaults, its image pinned to a digest) is still the signed one", async () => {
     const j = injectedJob();
     const p = pod('p1', unsent(5), 'job-uid', j);
     const c = p.spec!.initContainers![0]!;
-    c.image = 'registry.example/jobharvest@sha256:' + 'a'.repeat(64);
-    c.env = [...(c.env ?? []), { name: 'DD_AGENT_HOST', valueFrom: { fieldRef: { fieldPath: 'status.hostIP' } } }, { name: 'HTTP_PROXY', value: 'http://proxy:3128' }];
+    c.image = 'docker.io/library/jobharvest:0.1.0@sha256:' + 'a'.repeat(64);
     c.volumeMounts = [...(c.volumeMounts ?? []), { name: 'kube-api-access-x7k2p', mountPath: '/var/run/secrets/kubernetes.io/serviceaccount', readOnly: true }];
+    p.spec!.volumes = [...(p.spec!.volumes ?? []), serviceAccountVolume('kube-api-access-x7k2p')];
     c.terminationMessagePath = '/dev/termination-log';
+    c.terminationMessagePolicy = 'File';
+    c.securityContext = { ...c.securityContext, runAsUser: 1000, seccompProfile: { type: 'Localhost', localhostProfile: 'policy.json' } };
+    c.resources = { requests: { cpu: '1', memory: '1Gi' }, limits: { cpu: '2', memory: '2Gi' } };
     const api = new FakeApi(j, [p]);
     const shipped: ShipRequest[] = [];
     await run(reconciler(api, shipped));
     expect(shipped).toHaveLength(1);
     expect(api.delivery()?.notes).toBeUndefined();
+  });
+
+  it("a pod whose sidecar another admission changed in what it runs or where it sends (env, a mount, another repository) is not the signed one", async () => {
+    // Once, a webhook's env (proxies, APM agents) was left out of the digest;
+    // HTTP_PROXY decides where the sidecar sends, so now it counts.
+    const changes: Array<[string, (c: V1Container, p: V1Pod) => void]> = [
+      ['HTTP_PROXY', (c) => c.env!.push({ name: 'HTTP_PROXY', value: 'http://proxy:3128' })],
+      ['an APM agent variable', (c) => c.env!.push({ name: 'DD_AGENT_HOST', valueFrom: { fieldRef: { fieldPath: 'status.hostIP' } } })],
+      ['a mount of its own', (c, p) => {
+        c.volumeMounts!.push({ name: 'certs', mountPath: '/etc/ssl/certs' });
+        p.spec!.volumes!.push({ name: 'certs', emptyDir: {} });
+      }],
+      ['a token mount not as the ServiceAccount plugin adds it', (c, p) => {
+        c.volumeMounts!.push({ name: 'kube-api-access-x7k2p', mountPath: '/var/run/secrets/kubernetes.io/serviceaccount', readOnly: true });
+        p.spec!.volumes!.push({ name: 'kube-api-access-x7k2p', emptyDir: {} });
+      }],
+      ['a mirror registry', (c) => (c.image = 'mirror.example/library/jobharvest:0.1.0')],
+      ['a termination message from the logs', (c) => (c.terminationMessagePolicy = 'FallbackToLogsOnError')],
+    ];
+    for (const [what, change] of changes) {
+      const j = injectedJob();
+      const p = pod('p1', unsent(5), 'job-uid', j);
+      change(p.spec!.initContainers![0]!, p);
+      const api = new FakeApi(j, [p]);
+      const shipped: ShipRequest[] = [];
+      await run(reconciler(api, shipped));
+      expect(shipped, what).toHaveLength(0);
+      expect(api.delivery(), what).toMatchObject({ pods: 0, notes: [expect.stringContaining('not running the sidecar jobharvest rendered')] });
+    }
   });
 
   it('a pod the Job controls but whose sidecar is not the signed one (an adopted orphan) is not the Job\'s either', async () => {

@@ -259,7 +259,10 @@ describe('carried labels and annotations', () => {
     expect(ea.env).toMatchObject({ JOBHARVEST_JOB_LABELS: '{"team":"data"}', JOBHARVEST_JOB_ANNOTATIONS: '{"owner":"alice"}' });
     expect(eb.env.JOBHARVEST_JOB_LABELS).toBe('{"team":"web"}');
     expect(eb.env.JOBHARVEST_JOB_ANNOTATIONS).toBeUndefined();
-    expect(sidecarDigest(ea.sidecar)).not.toBe(sidecarDigest(eb.sidecar));
+    // The digest reads a pod spec: the sidecar is its init container named jobharvest.
+    const digest = (sidecar: Record<string, unknown>) => sidecarDigest({ initContainers: [sidecar] });
+    expect(digest(ea.sidecar)).not.toBe('');
+    expect(digest(ea.sidecar)).not.toBe(digest(eb.sidecar));
     // A Job with nothing to carry gets the sidecar every such Job shares.
     const plain = sidecarEnv(job('c'), config);
     expect(Object.keys(plain.env)).not.toContain('JOBHARVEST_JOB_LABELS');
