@@ -47,7 +47,7 @@ function wired(budgetBytes?: number) {
   return { watches, reports };
 }
 
-/** A pod of `job` as the Job controller makes it, its sidecar ended with `message`; `bulk` bytes of env in every container. */
+/** A pod of `job` as the Job controller makes it, its sidecar ended with `message`; `bulk` bytes of env in every container but the sidecar. */
 function pod(job: V1Job, name: string, o: { message?: string; bulk?: number; running?: boolean; namespace?: string } = {}): V1Pod {
   const bulk = o.bulk ? [{ name: 'BULK', value: `${name}:`.padEnd(o.bulk, 'a') }] : [];
   const tpl = structuredClone(job.spec!.template.spec!);
@@ -64,7 +64,8 @@ function pod(job: V1Job, name: string, o: { message?: string; bulk?: number; run
     spec: {
       ...tpl,
       containers: tpl.containers.map((c) => ({ ...c, env: [...(c.env ?? []), ...bulk] })),
-      initContainers: (tpl.initContainers ?? []).map((c) => ({ ...c, env: [...(c.env ?? []), ...bulk] })),
+      // The sidecar as signed: env added to it would make it another container, which is not kept.
+      initContainers: (tpl.initContainers ?? []).map((c) => (c.name === 'jobharvest' ? c : { ...c, env: [...(c.env ?? []), ...bulk] })),
     },
     status: {
       phase: o.running ? 'Running' : 'Failed',
