@@ -42,8 +42,6 @@ export interface ReviewDeps {
   serverVersion: () => ServerVersion | undefined;
   /** Standalone mode (no cluster): every non-excluded namespace counts as opted in. */
   assumeOptedIn?: boolean;
-  /** Side effects a non-dry-run admission may trigger (for example RBAC for api mode). */
-  onInjected?: (namespace: string, decision: Decision) => void;
   /** Signs each injection for the harvester; unset: injections are unsigned and never harvested. */
   signingKey?: Buffer | undefined;
 }
@@ -134,7 +132,6 @@ export async function review(req: AdmissionRequest, deps: ReviewDeps): Promise<R
     const mutated: Job = { ...result.job, metadata: { ...result.job.metadata } };
     if ((job as Job).metadata?.namespace === undefined) delete mutated.metadata!.namespace;
     const patch = createPatch(job as Job, mutated);
-    if (!req.dryRun) deps.onInjected?.(nsName, result.decision);
     return answer(
       { patchType: 'JSONPatch', patch: Buffer.from(serializePatch(patch)).toString('base64'), ...(warnings ? { warnings } : {}) },
       { kind: 'injected', decision: result.decision, patch },
