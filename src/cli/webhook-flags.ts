@@ -27,6 +27,7 @@ export interface WebhookFlags {
   signingKeyFile?: string;
   certIntervalSeconds?: string;
   cabundleIntervalSeconds?: string;
+  timeoutSeconds?: string;
 }
 
 const list = (s: string | undefined) => (s ? s.split(',').map((x) => x.trim()).filter(Boolean) : []);
@@ -56,6 +57,8 @@ export function webhookOptions(flags: WebhookFlags): WebhookOptions {
   const certMode = oneOf('cert-mode', flags.certMode, ['auto', 'cert-manager', 'provided'] as const);
   const failurePolicy = oneOf('failure-policy', flags.failurePolicy, ['Ignore', 'Fail'] as const);
   if (Boolean(flags.tlsCert) !== Boolean(flags.tlsKey)) bad('--tls-cert and --tls-key go together');
+  const timeoutSeconds = Number(flags.timeoutSeconds ?? 10);
+  if (!Number.isInteger(timeoutSeconds) || timeoutSeconds < 1 || timeoutSeconds > 30) bad(`--timeout-seconds ${flags.timeoutSeconds}: expected 1-30, the webhook configuration's timeoutSeconds`);
   return {
     config,
     host: flags.host,
@@ -80,5 +83,6 @@ export function webhookOptions(flags: WebhookFlags): WebhookOptions {
     signingKeyFile: flags.signingKeyFile,
     certIntervalMs: millis('cert-interval-seconds', flags.certIntervalSeconds),
     caBundleIntervalMs: millis('cabundle-interval-seconds', flags.cabundleIntervalSeconds),
+    timeoutSeconds,
   };
 }
