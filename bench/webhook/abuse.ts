@@ -32,7 +32,7 @@ const SIZE_ROUNDS = Number(process.env.ABUSE_SIZE_ROUNDS ?? 20);
 const DECLARED = 4 * 1024 * 1024 - 1024;
 
 const bundle = await bundleEntry(join(here, 'server.ts'));
-// ABUSE_NODE_ARGS: V8 flags for the server; by default the chart's (charts/jobharvest/templates/deployment.yaml).
+// ABUSE_NODE_ARGS: V8 flags for the server; by default the chart's NODE_OPTIONS (charts/jobharvest/templates/deployment.yaml).
 const nodeArgs = (process.env.ABUSE_NODE_ARGS ?? '--max-semi-space-size=4').split(' ').filter(Boolean);
 const server = spawn(process.execPath, [...nodeArgs, bundle], { stdio: ['ignore', 'pipe', 'inherit'] });
 const port = await new Promise<number>((resolve, reject) => {

@@ -307,6 +307,14 @@ describe('the rendered objects', () => {
     expect(hook.namespaceSelector?.matchLabels).toBeUndefined();
     // auto mode: the webhook fills the caBundle; there is none to render on a first install.
     expect(hook.clientConfig.caBundle).toBeUndefined();
+    // Objects the API server's validation refuses anyway are never sent.
+    expect((hook as { matchConditions?: Array<{ name: string; expression: string }> }).matchConditions).toEqual([
+      { name: 'pod-failure-policy-within-api-limits', expression: expect.stringMatching(/size\(object\.spec\.podFailurePolicy\.rules\) <= 20 .*size\(r\.onExitCodes\.values\) <= 255/) },
+      { name: 'containers-within-bounds', expression: expect.stringMatching(/<= 10000$/) },
+    ]);
+    // The server's timeouts and connection cap follow the configuration's timeoutSeconds.
+    expect(argsOf(objects)).toContain(`--timeout-seconds=${hook.timeoutSeconds}`);
+    expect(webhookDeployment(objects).spec!.template.spec!.containers[0]!.env).toContainEqual({ name: 'NODE_OPTIONS', value: '--max-semi-space-size=4' });
 
     const svc = one<{ spec: { ports: Array<{ port: number; targetPort: string }>; selector: Record<string, string> } }>(objects, 'Service');
     expect(hook.clientConfig.service).toEqual({ name: svc.metadata.name, namespace: 'jobharvest', path: '/mutate', port: svc.spec.ports[0]!.port });
@@ -366,6 +374,50 @@ describe('the rendered objects', () => {
     expect(dep.spec!.template.metadata!.labels).toMatchObject(pdb.spec.selector.matchLabels);
   });
 
+  it('bounds with admission policies what RBAC cannot name, for these ServiceAccounts only', async () => {
+    type Policy = { spec: { failurePolicy: string; matchConditions: Array<{ expression: string }>; matchConstraints: { resourceRules: Array<{ resources: string[]; operations: string[] }> }; validations: Array<{ message: string }> } };
+    const objects = await render(helm, { release: 'jh', namespace: 'jobharvest' });
+    const policies = objects.filter((o) => o.kind === 'ValidatingAdmissionPolicy').map((o) => o.metadata.name);
+    expect(policies).toEqual(['jh-jobharvest-webhook-configuration', 'jh-jobharvest-log-reader-bindings', 'jh-jobharvest-harvester-writes']);
+    const bindings = objects.filter((o) => o.kind === 'ValidatingAdmissionPolicyBinding') as Array<K8sObject & { spec: { policyName: string; validationActions: string[] } }>;
+    expect(bindings.map((b) => [b.spec.policyName, b.spec.validationActions])).toEqual(policies.map((p) => [p, ['Deny']]));
+    const who = (name: string) => one<Policy>(objects, 'ValidatingAdmissionPolicy', name).spec;
+    expect(who('jh-jobharvest-webhook-configuration').matchConditions[0]!.expression).toBe("request.userInfo.username == 'system:serviceaccount:jobharvest:jh-jobharvest'");
+    expect(who('jh-jobharvest-log-reader-bindings').matchConditions[0]!.expression).toBe("request.userInfo.username == 'system:serviceaccount:jobharvest:jh-jobharvest'");
+    expect(who('jh-jobharvest-harvester-writes').matchConditions[0]!.expression).toBe("request.userInfo.username == 'system:serviceaccount:jobharvest:jh-jobharvest-harvester'");
+    for (const p of policies) expect(who(p).failurePolicy).toBe('Fail');
+    expect(who('jh-jobharvest-webhook-configuration').validations.map((v) => v.message)).toEqual([
+      'the webhook may update only its own MutatingWebhookConfiguration',
+      'the webhook may change only the caBundle of its configuration',
+    ]);
+    expect(who('jh-jobharvest-log-reader-bindings').validations.map((v) => v.message)).toEqual([
+      'the webhook never updates a RoleBinding',
+      'the webhook binds only the log-reader ClusterRole, under its own names',
+      'the log reader is bound to the namespace\'s own service accounts or to the harvester only',
+      'the webhook binds only in namespaces opted in by their own annotation or label',
+    ]);
+    expect(who('jh-jobharvest-harvester-writes').validations.map((v) => v.message)).toEqual([
+      'the harvester patches only Jobs the webhook injected',
+      'the harvester changes only jobharvest.io/delivery, jobharvest.io/hold and jobharvest.io/logs-url among a Job\'s annotations',
+      'the harvester changes no label of a Job',
+      'the harvester never suspends a Job or changes its spec beyond ttlSecondsAfterFinished',
+      'the harvester changes ttlSecondsAfterFinished only to raise it for a hold that records the original, and to put that original back',
+      'the harvester reports only LogsShipped and LogsLost Events about Jobs',
+      'the harvester writes only in namespaces opted in by their own annotation or label',
+    ]);
+    // Owner kinds put injected Jobs in namespaces not opted in themselves: the label rule bounds them there.
+    const owners = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { ownedJobs: { injectOwners: [{ group: 'jobset.x-k8s.io', kind: 'JobSet' }] } } });
+    expect(one<Policy>(owners, 'ValidatingAdmissionPolicy', 'jh-jobharvest-harvester-writes').spec.validations.map((v) => v.message)).not.toContain('the harvester writes only in namespaces opted in by their own annotation or label');
+    // Label selection: the opt-in the policy reads is the label.
+    const byLabel = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { namespaceSelection: 'label' } });
+    expect(JSON.stringify(one<Policy>(byLabel, 'ValidatingAdmissionPolicy', 'jh-jobharvest-log-reader-bindings').spec.validations.at(-1))).toContain("labels[?'jobharvest.io/inject'].orValue('') == 'enabled'");
+    // Only what exists is bounded; and the whole can be turned off for clusters before 1.30.
+    const certManager = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { certificates: { mode: 'cert-manager' }, harvester: { enabled: false }, webhook: { apiRbac: false } } });
+    expect(certManager.filter((o) => o.kind.startsWith('ValidatingAdmissionPolicy'))).toEqual([]);
+    const off = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { admissionPolicy: { enabled: false } } });
+    expect(off.filter((o) => o.kind.startsWith('ValidatingAdmissionPolicy'))).toEqual([]);
+  });
+
   it('has no PodDisruptionBudget for a single replica (it would block every drain)', async () => {
     const objects = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { webhook: { replicas: 1 } } });
     expect(objects.filter((o) => o.kind === 'PodDisruptionBudget')).toEqual([]);
@@ -377,7 +429,9 @@ describe('the rendered objects', () => {
       { apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] },
       { apiGroups: [''], resources: ['resourcequotas', 'limitranges'], verbs: ['list', 'watch'] },
       { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: ['jh-jobharvest'], verbs: ['get', 'update'] },
-      { apiGroups: ['rbac.authorization.k8s.io'], resources: ['rolebindings'], verbs: ['get', 'create', 'delete'] },
+      // get and delete name the two bindings the reconciler keeps; create cannot be named, the admission policy bounds it.
+      { apiGroups: ['rbac.authorization.k8s.io'], resources: ['rolebindings'], resourceNames: ['jh-jobharvest-log-reader', 'jh-jobharvest-log-reader-webhook'], verbs: ['get', 'delete'] },
+      { apiGroups: ['rbac.authorization.k8s.io'], resources: ['rolebindings'], verbs: ['create'] },
       { apiGroups: ['rbac.authorization.k8s.io'], resources: ['clusterroles'], resourceNames: ['jh-jobharvest-log-reader'], verbs: ['bind'] },
     ]);
     // The harvester reads pods through the log reader, bound per opted-in namespace to its own account.
