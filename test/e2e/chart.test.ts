@@ -114,6 +114,8 @@ describe('values.schema.json', () => {
     ['timeoutSeconds above 10', { webhook: { timeoutSeconds: 30 } }, /timeoutSeconds/],
     ['timeoutSeconds 0', { webhook: { timeoutSeconds: 0 } }, /timeoutSeconds/],
     ['an unknown failurePolicy', { webhook: { failurePolicy: 'Maybe' } }, /failurePolicy/],
+    // Every Job of every namespace not excluded would depend on the webhook, opted in or not.
+    ['failurePolicy Fail with annotation selection', { webhook: { failurePolicy: 'Fail' } }, /namespaceSelection/],
     ['an unknown sink type', { sink: { type: 'splunk' } }, /sink\/type|sink.type|type/],
     ['an unknown mode', { mode: 'hybrid' }, /mode/],
     ['credentials in the endpoint', { sink: { type: 'loki', endpoint: 'http://user:secret@loki:3100' } }, /endpoint/],
@@ -138,6 +140,7 @@ describe('values.schema.json', () => {
 
   it('accepts the defaults and a full set of valid values (the control for the refusals above)', async () => {
     expect((await template(helm, base)).code).toBe(0);
+    expect((await template(helm, { ...base, values: { webhook: { failurePolicy: 'Fail' }, namespaceSelection: 'label' } })).code).toBe(0);
     expect((await template(helm, { ...base, values: fullValues })).code).toBe(0);
   });
 
@@ -640,11 +643,15 @@ describe('the API server calls the webhook only where the selector allows', () =
     const objects = await render(helm, {
       release,
       namespace,
-      values: { namespaceSelection: selection, excludedNamespaces: [excluded], webhook: { failurePolicy: 'Fail', timeoutSeconds: 2 } },
+      values: { namespaceSelection: selection, excludedNamespaces: [excluded], webhook: { timeoutSeconds: 2 } },
     });
     // Only the webhook configuration is needed: without a running pod every call fails.
     // A closed loopback port: every call fails at once, and nothing leaves the machine.
-    await apply([loopbackWebhooks(one(objects, 'MutatingWebhookConfiguration'), `https://127.0.0.1:${await freePort()}`)]);
+    // Fail, set here rather than through the values (which refuse it with annotation
+    // selection), makes each call visible as a refused Job.
+    const mwc = loopbackWebhooks(one(objects, 'MutatingWebhookConfiguration'), `https://127.0.0.1:${await freePort()}`) as K8sObject & { webhooks: Array<{ failurePolicy: string }> };
+    for (const w of mwc.webhooks) w.failurePolicy = 'Fail';
+    await apply([mwc]);
     const mwcName = `${release}-jobharvest`;
     try {
       const called = (result: string): boolean => result !== 'admitted' && result.includes('jobs.jobharvest.io');
