@@ -488,11 +488,19 @@ describe('the rendered objects', () => {
     expect(np.spec.podSelector.matchLabels).toEqual(harvesterDeployment(objects).spec!.selector.matchLabels);
     expect(np.spec.policyTypes).toEqual(['Ingress', 'Egress']);
     expect(np.spec.ingress).toBeUndefined();
+    // DNS to the cluster DNS pods only, not to every address on port 53.
+    const clusterDns = [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } }, podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } } }];
     expect(np.spec.egress).toEqual([
-      { ports: [{ port: 53, protocol: 'UDP' }, { port: 53, protocol: 'TCP' }] },
+      { to: clusterDns, ports: [{ port: 53, protocol: 'UDP' }, { port: 53, protocol: 'TCP' }] },
       { to: apiServer, ports: [{ port: 6443, protocol: 'TCP' }] },
       ...destinations,
     ]);
+    // Another resolver is named by the operator; an empty list is every address.
+    const nodeLocal = [{ ipBlock: { cidr: '169.254.20.10/32' } }];
+    const own = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { harvester: { networkPolicy: { enabled: true, apiServer, dns: nodeLocal } } } });
+    expect(one<{ spec: { egress: Array<{ to?: object[] }> } }>(own, 'NetworkPolicy', 'jh-jobharvest-harvester').spec.egress[0]!.to).toEqual(nodeLocal);
+    const open = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { harvester: { networkPolicy: { enabled: true, apiServer, dns: [] } } } });
+    expect(one<{ spec: { egress: Array<{ to?: object[] }> } }>(open, 'NetworkPolicy', 'jh-jobharvest-harvester').spec.egress[0]!.to).toBeUndefined();
     await expect(render(helm, { release: 'jh', namespace: 'jobharvest', values: { harvester: { networkPolicy: { enabled: true } } } })).rejects.toThrow(/harvester.networkPolicy.apiServer/);
   });
 
