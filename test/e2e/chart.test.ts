@@ -130,6 +130,7 @@ describe('values.schema.json', () => {
     ['provided mode without a caBundle', { certificates: { mode: 'provided', provided: { secretName: 'tls' } } }, /caBundle|provided/],
     ['an invalid auth Secret name', { sink: { authSecret: 'Not_A_Name' } }, /authSecret/],
     ['zero replicas', { webhook: { replicas: 0 } }, /replicas/],
+    ['an image digest that is not sha256:<64 hex>', { image: { digest: 'latest' } }, /digest/],
     ['a sidecar quantity with spaces', { sidecar: { resources: { limits: { memory: '128 Mi' } } } }, /memory/],
   ])('rejects %s at install', async (_name, values, where) => {
     const run = await template(helm, { ...base, values });
@@ -419,6 +420,21 @@ describe('the rendered objects', () => {
     expect(certManager.filter((o) => o.kind.startsWith('ValidatingAdmissionPolicy'))).toEqual([]);
     const off = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { admissionPolicy: { enabled: false } } });
     expect(off.filter((o) => o.kind.startsWith('ValidatingAdmissionPolicy'))).toEqual([]);
+  });
+
+  it('pins every image by digest when image.digest is set, the sidecar\'s too unless its image is set apart', async () => {
+    const digest = `sha256:${'ab'.repeat(32)}`;
+    const objects = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { image: { repository: 'registry.example.com/jobharvest', tag: '0.1.0', digest } } });
+    const pinned = `registry.example.com/jobharvest:0.1.0@${digest}`;
+    expect(webhookDeployment(objects).spec!.template.spec!.containers[0]!.image).toBe(pinned);
+    expect(harvesterDeployment(objects).spec!.template.spec!.containers[0]!.image).toBe(pinned);
+    expect((configOf(objects).raw.sidecar as { image: string }).image).toBe(pinned);
+    const apart = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { image: { digest }, sidecar: { image: { tag: 'other' } } } });
+    expect((configOf(apart).raw.sidecar as { image: string }).image).toBe('jobharvest:other');
+    const own = `sha256:${'cd'.repeat(32)}`;
+    const ownDigest = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { sidecar: { image: { repository: 'sidecar', digest: own } } } });
+    expect((configOf(ownDigest).raw.sidecar as { image: string }).image).toBe(`sidecar:0.1.0@${own}`);
+    expect(webhookDeployment(ownDigest).spec!.template.spec!.containers[0]!.image).toBe('jobharvest:0.1.0');
   });
 
   it('has no PodDisruptionBudget for a single replica (it would block every drain)', async () => {
