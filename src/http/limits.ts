@@ -75,8 +75,14 @@ export function serverLimits(timeoutSeconds: number): ServerLimits {
 export const NAMESPACE_MAX = 63;
 export const NAME_MAX = 253;
 
-/** A field from the review cut to what Kubernetes allows, so a forged review cannot write a long log line. */
-export function cut(v: string | undefined, max: number): string | undefined {
-  if (v === undefined || v.length <= max) return v;
+/**
+ * A field from the review cut to what Kubernetes allows, so a forged review
+ * cannot write a long log line. A forged review may put anything there: what
+ * is not a string is logged as its type only.
+ */
+export function cut(v: unknown, max: number): string | undefined {
+  if (v === undefined) return undefined;
+  if (typeof v !== 'string') return `(${v === null ? 'null' : typeof v})`;
+  if (v.length <= max) return v;
   return `${v.slice(0, max)}…(${v.length} chars)`;
 }

@@ -91,5 +91,10 @@ describe('the HTTP server\'s limits follow the API server\'s own', () => {
     await app.inject({ method: 'POST', url: '/mutate', payload: review(job('short')) as object });
     expect(looked).toEqual(['team-a']);
     expect(JSON.parse(lines[1]!)).toMatchObject({ namespace: 'team-a', name: 'short' });
+    // Not a string at all: logged as its type, never as the value.
+    const odd = await app.inject({ method: 'POST', url: '/mutate', payload: review(job(), { namespace: { deep: 'x'.repeat(100_000) } }) as object });
+    expect(odd.statusCode).toBe(200);
+    expect(JSON.parse(lines[2]!).namespace).toBe('(object)');
+    expect(lines[2]!.length).toBeLessThan(2_000);
   });
 });
