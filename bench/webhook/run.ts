@@ -22,7 +22,9 @@ const body = reviewBody();
 // The server runs bundled on plain node, as the image runs the webhook.
 const bundle = await bundleEntry(`${ROOT}bench/webhook/server.ts`);
 
-const server = spawn(process.execPath, [bundle], { stdio: ['ignore', 'pipe', 'inherit'], cwd: ROOT });
+// BENCH_NODE_ARGS: V8 flags for the server, as the chart's args give them.
+const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
+const server = spawn(process.execPath, [...nodeArgs, bundle], { stdio: ['ignore', 'pipe', 'inherit'], cwd: ROOT });
 const port = await new Promise<number>((resolve, reject) => {
   createInterface({ input: server.stdout! }).once('line', (l) => resolve(Number(l)));
   server.once('exit', (c) => reject(new Error(`bench server exited ${c}`)));

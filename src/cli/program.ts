@@ -89,6 +89,7 @@ export function program(): Command {
     .option('--harvester-service-account <name>', "the harvester's service account in the webhook's namespace, bound to the log reader in opted-in namespaces (default: no binding, e.g. out of cluster)")
     .option('--cert-interval-seconds <s>', 'how often the certificate Secret is checked', '30')
     .option('--cabundle-interval-seconds <s>', 'how often the caBundle is checked', '30')
+    .option('--timeout-seconds <s>', "the webhook configuration's timeoutSeconds (1-30): request, connection and keep-alive timeouts and the connection cap follow from it", '10')
     .action(async (flags) => {
       const options = webhookOptions(flags as WebhookFlags);
       const { runWebhook } = await import('../webhook/run.ts');

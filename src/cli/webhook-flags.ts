@@ -28,6 +28,7 @@ export interface WebhookFlags {
   signingSecret?: string;
   certIntervalSeconds?: string;
   cabundleIntervalSeconds?: string;
+  timeoutSeconds?: string;
 }
 
 const list = (s: string | undefined) => (s ? s.split(',').map((x) => x.trim()).filter(Boolean) : []);
@@ -59,6 +60,8 @@ export function webhookOptions(flags: WebhookFlags): WebhookOptions {
   if (Boolean(flags.tlsCert) !== Boolean(flags.tlsKey)) bad('--tls-cert and --tls-key go together');
   if (flags.signingKeyFile && flags.signingSecret) bad('--signing-key-file and --signing-secret cannot both be given');
   if (flags.standalone && flags.signingSecret) bad('--signing-secret needs a cluster: with --standalone, use --signing-key-file');
+  const timeoutSeconds = Number(flags.timeoutSeconds ?? 10);
+  if (!Number.isInteger(timeoutSeconds) || timeoutSeconds < 1 || timeoutSeconds > 30) bad(`--timeout-seconds ${flags.timeoutSeconds}: expected 1-30, the webhook configuration's timeoutSeconds`);
   return {
     config,
     host: flags.host,
@@ -84,5 +87,6 @@ export function webhookOptions(flags: WebhookFlags): WebhookOptions {
     signingSecret: flags.signingSecret,
     certIntervalMs: millis('cert-interval-seconds', flags.certIntervalSeconds),
     caBundleIntervalMs: millis('cabundle-interval-seconds', flags.cabundleIntervalSeconds),
+    timeoutSeconds,
   };
 }

@@ -42,8 +42,6 @@ export interface ReviewDeps {
   serverVersion: () => ServerVersion | undefined;
   /** Standalone mode (no cluster): every non-excluded namespace counts as opted in. */
   assumeOptedIn?: boolean;
-  /** Side effects a non-dry-run admission may trigger (for example RBAC for api mode). */
-  onInjected?: (namespace: string, decision: Decision) => void;
   /** Signs each injection for the harvester; unset: injections are unsigned and never harvested. */
   signingKey?: Buffer | undefined;
 }
@@ -79,6 +77,7 @@ function bad(msg: string): JobharvestError {
   return new JobharvestError(ERROR_CODES.BAD_REQUEST, `invalid AdmissionReview: ${msg}`);
 }
 
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const WARNING_PREFIX = 'jobharvest: ';
 // The API server passes warnings to clients; keep each one short enough for kubectl.
 const MAX_WARNING_LENGTH = 240;
@@ -115,7 +114,9 @@ export async function review(req: AdmissionRequest, deps: ReviewDeps): Promise<R
     if (!isObject(job)) throw new JobharvestError(ERROR_CODES.INTERNAL, 'request.object is not an object');
     const nsName = req.namespace ?? (job as Job).metadata?.namespace;
     if (typeof nsName !== 'string' || nsName === '') throw new JobharvestError(ERROR_CODES.INTERNAL, 'the request names no namespace');
-    const namespace = deps.assumeOptedIn ? { name: nsName } : await deps.namespace(nsName);
+    // The API server only sends a namespace that exists, so a DNS label; any
+    // other string is a forged review and costs no API-server read.
+    const namespace = deps.assumeOptedIn ? { name: nsName } : DNS_LABEL.test(nsName) ? await deps.namespace(nsName) : undefined;
     // The API server fills metadata.namespace only after admission in some paths.
     const subject: Job = { ...(job as Job), metadata: { ...((job as Job).metadata ?? {}), namespace: nsName } };
     const result = mutateJob(subject, {
@@ -141,7 +142,6 @@ export async function review(req: AdmissionRequest, deps: ReviewDeps): Promise<R
       return answer({ patchType: 'JSONPatch', patch: Buffer.from(serializePatch(patch)).toString('base64'), ...(warnings ? { warnings } : {}) }, outcome);
     }
     const patch = patchOf();
-    if (!req.dryRun) deps.onInjected?.(nsName, result.decision);
     return answer(
       { patchType: 'JSONPatch', patch: Buffer.from(serializePatch(patch)).toString('base64'), ...(warnings ? { warnings } : {}) },
       { kind: 'injected', decision: result.decision, patch },

@@ -41,6 +41,7 @@ export const SKIP_REASONS = {
   WINDOWS_POD: 'windows-pod',
   MANAGED_ELSEWHERE: 'managed-elsewhere',
   ANNOTATIONS_TOO_LARGE: 'annotations-too-large',
+  NEEDS_API_MODE: 'needs-api-mode',
 } as const;
 export type SkipReason = (typeof SKIP_REASONS)[keyof typeof SKIP_REASONS];
 
@@ -178,9 +179,27 @@ export function decide(job: unknown, ctx: DecideContext): Decision {
     }
   }
   let mode = resolveMode(settings, ctx.namespace);
+  // api mode reads pods/log through the log-reader binding, which only the
+  // namespace reconciler makes, from the namespace's own annotations and Pod
+  // Security label. A Job cannot ask for it where the namespace reads in node
+  // mode: admission has no side effect a review's content could trigger, so
+  // nothing would bind it (and a forged review must bind nothing).
+  const nsMode = ctx.assumeOptedIn ? undefined : namespaceMode(ctx.namespace, ctx.config);
+  if (mode === 'api' && nsMode === 'node') {
+    mode = 'node';
+    warnings.push(
+      `${ANNOTATIONS.mode}: api ignored: namespace ${nsName ?? '(none)'} reads logs in node mode, and api mode is chosen for a whole namespace (its ${ANNOTATIONS.mode} annotation or its Pod Security level), never by a Job; the sidecar reads in node mode`,
+    );
+  }
   if (mode === 'node' && isObject(template?.spec) && template.spec.hostUsers === false) {
     // A user-namespaced pod maps its IDs away from the host's, so the host's
     // root-owned log files are unreadable to it whatever its securityContext.
+    if (nsMode === 'node') {
+      return skip(SKIP_REASONS.NEEDS_API_MODE, 'the pod runs in a user namespace (hostUsers: false) and its namespace reads logs in node mode', [
+        ...warnings,
+        `the pod runs in a user namespace (hostUsers: false), where the node's log files are unreadable, and namespace ${nsName ?? '(none)'} reads logs in node mode; annotate the namespace ${ANNOTATIONS.mode}: api to ship such Jobs. Job admitted without the log sidecar`,
+      ]);
+    }
     mode = 'api';
     warnings.push('the pod runs in a user namespace (hostUsers: false), where the node\'s log files are unreadable; the sidecar reads the logs through the API server (api mode) instead');
   }
@@ -230,6 +249,17 @@ export function namespaceOptIn(ns: NamespaceMeta, config: Config, warnings: stri
   if (optedIn) return { optedIn: true };
   const how = byLabel ? `label ${INJECT_LABEL}=enabled` : `annotation ${ANNOTATIONS.inject}: enabled`;
   return { optedIn: false, optOut: !byLabel && said === false, why: `namespace ${ns.name} has no ${how}` };
+}
+
+/**
+ * The mode a namespace's Jobs read in, from what only the operator writes: the
+ * configuration, the namespace's annotations and its Pod Security label. The
+ * log-reader reconciler binds by it, and a Job cannot choose api mode where it
+ * says node.
+ */
+export function namespaceMode(ns: NamespaceMeta | undefined, config: Config): SourceMode {
+  const { settings } = resolveSettings(config, [{ level: 'namespace', annotations: ns?.annotations }]);
+  return resolveMode(settings, ns);
 }
 
 /**

@@ -14,6 +14,8 @@ export const ERROR_CODES = {
   BAD_CONFIG: 'JH_BAD_CONFIG',
   /** A manifest given to the CLI cannot be parsed. */
   BAD_INPUT: 'JH_BAD_INPUT',
+  /** More request bytes in flight than the webhook holds at once (HTTP 503; the API server applies the failurePolicy). */
+  OVERLOADED: 'JH_OVERLOADED',
 } as const;
 export type ErrorCode = (typeof ERROR_CODES)[keyof typeof ERROR_CODES];
 
@@ -24,6 +26,7 @@ export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   JH_PATCH_FAILED: 500,
   JH_BAD_CONFIG: 500,
   JH_BAD_INPUT: 400,
+  JH_OVERLOADED: 503,
 };
 
 export class JobharvestError extends Error {

@@ -23,7 +23,10 @@ const KILLED_EXIT_CODES = [137, 143] as const;
 interface ExitCodeRule {
   index: number;
   operator: 'In' | 'NotIn';
-  values: number[];
+  // A Set: the candidates are checked against every rule, and a Job's values
+  // (unbounded until validation, which runs after mutating admission) must
+  // cost one pass, not one per candidate.
+  values: Set<number>;
 }
 
 export interface ExitCodeChoice {
@@ -63,7 +66,8 @@ function rulesThatCanMatch(job: Job, sidecarName: string): ExitCodeRule[] {
     if (on.containerName !== undefined && on.containerName !== null && on.containerName !== sidecarName) return;
     // An operator the controller does not know matches nothing.
     if (on.operator !== 'In' && on.operator !== 'NotIn') return;
-    const values = Array.isArray(on.values) ? on.values.filter((v): v is number => Number.isInteger(v)) : [];
+    const values = new Set<number>();
+    if (Array.isArray(on.values)) for (const v of on.values) if (Number.isInteger(v)) values.add(v as number);
     out.push({ index, operator: on.operator, values });
   });
   return out;
@@ -71,6 +75,6 @@ function rulesThatCanMatch(job: Job, sidecarName: string): ExitCodeRule[] {
 
 function matches(rule: ExitCodeRule, code: number): boolean {
   if (code === 0) return false;
-  const listed = rule.values.includes(code);
+  const listed = rule.values.has(code);
   return rule.operator === 'In' ? listed : !listed;
 }

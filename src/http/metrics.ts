@@ -77,7 +77,7 @@ export function createMetrics(opts: { defaultMetrics?: boolean } = {}) {
   });
   const namespaceLiveReads = new Counter({
     name: 'jobharvest_namespace_live_reads_total',
-    help: 'Namespaces read from the API server during an admission, because the cache had not seen them (trigger unseen) or said not opted in for one created or changed a moment ago (trigger recent). By result: opted-in, not-opted-in, not-found, error or timeout (the last three fall back to the cached answer).',
+    help: 'Namespaces read from the API server during an admission, because the cache had not seen them (trigger unseen) or said not opted in for one created or changed a moment ago (trigger recent). By result: opted-in, not-opted-in, not-found, error or timeout (the last three fall back to the cached answer), or throttled (an unseen namespace not read: more than 10 a second, burst 20).',
     labelNames: ['trigger', 'result'] as const,
     registers: [registry],
   });

@@ -197,13 +197,6 @@ export async function startEdgeWith(kc: KubeConfig, opts: EdgeOptions): Promise<
       namespace: admissionNamespace,
       serverVersion: () => version,
       signingKey,
-      ...(rbac
-        ? {
-            onInjected: (ns, d) => {
-              if (d.action === 'inject' && d.mode === 'api') rbac.ensureFor(ns);
-            },
-          }
-        : {}),
     },
     tls,
     onTls: (cb) => tlsListeners.push(cb),

@@ -1,8 +1,7 @@
 import type { RbacAuthorizationV1Api, V1RoleBinding } from '@kubernetes/client-node';
 import { excludedNamespaces, type Config } from '../core/config.ts';
-import { namespaceOptIn, resolveMode } from '../core/decide.ts';
+import { namespaceMode, namespaceOptIn } from '../core/decide.ts';
 import type { NamespaceMeta } from '../core/kube.ts';
-import { resolveSettings } from '../core/settings.ts';
 import { messageOf, statusOf } from './errors.ts';
 import { isManagedByUs, managedByLabels } from './labels.ts';
 import type { Log } from './log.ts';
@@ -34,8 +33,7 @@ export function optedIn(ns: NamespaceMeta, config: Config): boolean {
 
 /** Whether Jobs of this namespace run the sidecar in api mode unless a Job says otherwise. */
 export function namespaceUsesApiMode(ns: NamespaceMeta, config: Config): boolean {
-  const { settings } = resolveSettings(config, [{ level: 'namespace', annotations: ns.annotations }]);
-  return resolveMode(settings, ns) === 'api';
+  return namespaceMode(ns, config) === 'api';
 }
 
 /**
@@ -46,6 +44,11 @@ export function namespaceUsesApiMode(ns: NamespaceMeta, config: Config): boolean
  * account, so an opted-in namespace needs a RoleBinding of the log-reader
  * ClusterRole to its service accounts. The binding is namespaced: a sidecar can
  * read logs of its own namespace only. It is removed when the namespace opts out.
+ *
+ * Namespace events are the only thing that binds: never an admission. A
+ * review's content (a Job's annotations, or a review anyone who reaches the
+ * Service can forge) decides nothing here; the namespace's own annotations and
+ * labels, which only the operator writes, decide everything.
  */
 export class LogReaderRbac {
   private queue: Promise<void> = Promise.resolve();
@@ -70,12 +73,6 @@ export class LogReaderRbac {
       if (inOpt) this.enqueue(() => this.ensure(ns.name, webhook));
       else this.enqueue(() => this.remove(ns.name, webhook.name));
     }
-  }
-
-  /** An api-mode Job was admitted (not a dry run): make sure its namespace can read logs. */
-  ensureFor(namespace: string): void {
-    const b = this.sidecarBinding(namespace);
-    if (b) this.enqueue(() => this.ensure(namespace, b));
   }
 
   private sidecarBinding(namespace: string): { name: string; subject: Subject } | undefined {
@@ -113,6 +110,12 @@ export class LogReaderRbac {
       const cur = await this.rbac.readNamespacedRoleBinding({ name: b.name, namespace });
       const s = cur.subjects?.[0];
       if (cur.roleRef?.name === this.opts.clusterRole && cur.subjects?.length === 1 && s?.kind === b.subject.kind && s?.name === b.subject.name && (s?.namespace ?? '') === (b.subject.namespace ?? '')) return;
+      // Never replace a binding somebody else made under the same name: it is
+      // theirs, and deleting it could take away what they granted.
+      if (!isManagedByUs(cur.metadata?.labels)) {
+        this.opts.log('warn', 'a RoleBinding of the log reader\'s name exists and was not made by jobharvest; left as it is', { namespace, binding: b.name });
+        return;
+      }
       // roleRef is immutable: replace by delete + create.
       await this.rbac.deleteNamespacedRoleBinding({ name: b.name, namespace });
     } catch (err) {

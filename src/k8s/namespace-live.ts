@@ -14,7 +14,20 @@ export const LIVE_READ_TIMEOUT_MS = 2_000;
 
 /** Why a namespace is read live: the cache has not seen it, or it is new or changed a moment ago. */
 export type LiveReadTrigger = 'unseen' | 'recent';
-export type LiveReadResult = 'opted-in' | 'not-opted-in' | 'not-found' | 'error' | 'timeout';
+export type LiveReadResult = 'opted-in' | 'not-opted-in' | 'not-found' | 'error' | 'timeout' | 'throttled';
+
+/**
+ * Reads of namespaces the cache has not seen, per second, and the burst above
+ * that. A genuine review names a namespace that exists (the API server's
+ * NamespaceLifecycle admission runs before webhooks), which the watch learns of
+ * within milliseconds; only a namespace created that moment is unseen. A
+ * forged review can name any string, and each would cost the API server a GET.
+ */
+export const UNSEEN_READS_PER_SECOND = 10;
+export const UNSEEN_READ_BURST = 20;
+/** Names found absent are remembered this long (the cache drops the memory once it sees the namespace), up to this many. */
+export const NOT_FOUND_TTL_MS = LIVE_READ_WINDOW_MS;
+export const NOT_FOUND_ENTRIES = 1024;
 
 export type LiveRead = { kind: 'found'; meta: NamespaceMeta } | { kind: 'not-found' } | { kind: 'error'; error: string } | { kind: 'timeout' };
 
@@ -67,6 +80,8 @@ export interface NamespaceLookupOptions {
   windowMs?: number;
   timeoutMs?: number;
   onLiveRead?: (trigger: LiveReadTrigger, result: LiveReadResult) => void;
+  unseenReadsPerSecond?: number;
+  unseenReadBurst?: number;
 }
 
 function within(p: Promise<LiveRead>, ms: number): Promise<LiveRead> {
@@ -97,6 +112,26 @@ export function namespaceLookup(source: LiveSource, opts: NamespaceLookupOptions
   const now = opts.now ?? Date.now;
   const timeoutMs = opts.timeoutMs ?? LIVE_READ_TIMEOUT_MS;
   const flights = new Map<string, Flight>();
+  const rate = (opts.unseenReadsPerSecond ?? UNSEEN_READS_PER_SECOND) / 1000;
+  const burst = opts.unseenReadBurst ?? UNSEEN_READ_BURST;
+  let tokens = burst;
+  let refilledAt = now();
+  let throttleLoggedAt = -Infinity;
+  const takeToken = (): boolean => {
+    const t = now();
+    tokens = Math.min(burst, tokens + Math.max(0, t - refilledAt) * rate);
+    refilledAt = t;
+    if (tokens < 1) return false;
+    tokens -= 1;
+    return true;
+  };
+  // Insertion-ordered: the oldest entry goes first when full.
+  const absent = new Map<string, number>();
+  const rememberAbsent = (name: string) => {
+    absent.delete(name);
+    if (absent.size >= NOT_FOUND_ENTRIES) absent.delete(absent.keys().next().value!);
+    absent.set(name, now() + NOT_FOUND_TTL_MS);
+  };
 
   const start = (name: string, flight?: Flight): Promise<LiveRead> => {
     const running = within(source.readLive(name), timeoutMs);
@@ -122,7 +157,21 @@ export function namespaceLookup(source: LiveSource, opts: NamespaceLookupOptions
     const cached = source.peek(name);
     const trigger = liveReadTrigger(cached, opts.optedIn, now(), opts.windowMs);
     if (!trigger) return cached?.meta;
+    if (trigger === 'unseen') {
+      const until = absent.get(name);
+      if (until !== undefined && until > now()) return undefined;
+      absent.delete(name);
+      if (!flights.has(name) && !takeToken()) {
+        opts.onLiveRead?.(trigger, 'throttled');
+        if (now() - throttleLoggedAt >= 1000) {
+          throttleLoggedAt = now();
+          opts.log('warn', 'too many reads of namespaces the cache has not seen; admitting without reading', { ratePerSecond: rate * 1000, burst });
+        }
+        return undefined;
+      }
+    }
     const got = await within(read(name), timeoutMs);
+    if (trigger === 'unseen' && got.kind === 'not-found') rememberAbsent(name);
     const result: LiveReadResult = got.kind === 'found' ? (opts.optedIn(got.meta) ? 'opted-in' : 'not-opted-in') : got.kind;
     opts.onLiveRead?.(trigger, result);
     if (got.kind === 'found') return got.meta;

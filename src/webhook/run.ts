@@ -39,6 +39,8 @@ export interface WebhookOptions {
   signingSecret: string | undefined;
   certIntervalMs: number | undefined;
   caBundleIntervalMs: number | undefined;
+  /** The webhook configuration's timeoutSeconds: the HTTP server's timeouts and connection cap follow from it. */
+  timeoutSeconds: number;
 }
 
 export const SERVICE_ACCOUNT_TOKEN = '/var/run/secrets/kubernetes.io/serviceaccount/token';
@@ -115,7 +117,7 @@ export async function runWebhook(flags: WebhookOptions): Promise<void> {
     deps = { config, namespace: () => undefined, serverVersion: () => undefined, assumeOptedIn: true, signingKey };
   }
 
-  const app: FastifyInstance = build({ deps, tls, logger, metrics, ...(edge ? { readiness: edge.readiness } : {}) });
+  const app: FastifyInstance = build({ deps, tls, logger, metrics, timeoutSeconds: flags.timeoutSeconds, ...(edge ? { readiness: edge.readiness } : {}) });
   edge?.onTls((p) => {
     // New handshakes get the new certificate; open connections keep theirs.
     (app.server as unknown as import("node:tls").Server).setSecureContext({ cert: p.cert, key: p.key, minVersion: 'TLSv1.2' });

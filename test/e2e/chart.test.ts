@@ -114,6 +114,8 @@ describe('values.schema.json', () => {
     ['timeoutSeconds above 10', { webhook: { timeoutSeconds: 30 } }, /timeoutSeconds/],
     ['timeoutSeconds 0', { webhook: { timeoutSeconds: 0 } }, /timeoutSeconds/],
     ['an unknown failurePolicy', { webhook: { failurePolicy: 'Maybe' } }, /failurePolicy/],
+    // Every Job of every namespace not excluded would depend on the webhook, opted in or not.
+    ['failurePolicy Fail with annotation selection', { webhook: { failurePolicy: 'Fail' } }, /namespaceSelection/],
     ['an unknown sink type', { sink: { type: 'splunk' } }, /sink\/type|sink.type|type/],
     ['an unknown mode', { mode: 'hybrid' }, /mode/],
     ['credentials in the endpoint', { sink: { type: 'loki', endpoint: 'http://user:secret@loki:3100' } }, /endpoint/],
@@ -128,6 +130,7 @@ describe('values.schema.json', () => {
     ['provided mode without a caBundle', { certificates: { mode: 'provided', provided: { secretName: 'tls' } } }, /caBundle|provided/],
     ['an invalid auth Secret name', { sink: { authSecret: 'Not_A_Name' } }, /authSecret/],
     ['zero replicas', { webhook: { replicas: 0 } }, /replicas/],
+    ['an image digest that is not sha256:<64 hex>', { image: { digest: 'latest' } }, /digest/],
     ['a sidecar quantity with spaces', { sidecar: { resources: { limits: { memory: '128 Mi' } } } }, /memory/],
   ])('rejects %s at install', async (_name, values, where) => {
     const run = await template(helm, { ...base, values });
@@ -138,6 +141,7 @@ describe('values.schema.json', () => {
 
   it('accepts the defaults and a full set of valid values (the control for the refusals above)', async () => {
     expect((await template(helm, base)).code).toBe(0);
+    expect((await template(helm, { ...base, values: { webhook: { failurePolicy: 'Fail' }, namespaceSelection: 'label' } })).code).toBe(0);
     expect((await template(helm, { ...base, values: fullValues })).code).toBe(0);
   });
 
@@ -307,6 +311,14 @@ describe('the rendered objects', () => {
     expect(hook.namespaceSelector?.matchLabels).toBeUndefined();
     // auto mode: the webhook fills the caBundle; there is none to render on a first install.
     expect(hook.clientConfig.caBundle).toBeUndefined();
+    // Objects the API server's validation refuses anyway are never sent.
+    expect((hook as { matchConditions?: Array<{ name: string; expression: string }> }).matchConditions).toEqual([
+      { name: 'pod-failure-policy-within-api-limits', expression: expect.stringMatching(/size\(object\.spec\.podFailurePolicy\.rules\) <= 20 .*size\(r\.onExitCodes\.values\) <= 255/) },
+      { name: 'containers-within-bounds', expression: expect.stringMatching(/<= 10000$/) },
+    ]);
+    // The server's timeouts and connection cap follow the configuration's timeoutSeconds.
+    expect(argsOf(objects)).toContain(`--timeout-seconds=${hook.timeoutSeconds}`);
+    expect(webhookDeployment(objects).spec!.template.spec!.containers[0]!.env).toContainEqual({ name: 'NODE_OPTIONS', value: '--max-semi-space-size=4' });
 
     const svc = one<{ spec: { ports: Array<{ port: number; targetPort: string }>; selector: Record<string, string> } }>(objects, 'Service');
     expect(hook.clientConfig.service).toEqual({ name: svc.metadata.name, namespace: 'jobharvest', path: '/mutate', port: svc.spec.ports[0]!.port });
@@ -387,6 +399,65 @@ describe('the rendered objects', () => {
     expect(own.filter((o) => o.metadata.name === 'jh-jobharvest-signing')).toEqual([]);
   });
 
+  it('bounds with admission policies what RBAC cannot name, for these ServiceAccounts only', async () => {
+    type Policy = { spec: { failurePolicy: string; matchConditions: Array<{ expression: string }>; matchConstraints: { resourceRules: Array<{ resources: string[]; operations: string[] }> }; validations: Array<{ message: string }> } };
+    const objects = await render(helm, { release: 'jh', namespace: 'jobharvest' });
+    const policies = objects.filter((o) => o.kind === 'ValidatingAdmissionPolicy').map((o) => o.metadata.name);
+    expect(policies).toEqual(['jh-jobharvest-webhook-configuration', 'jh-jobharvest-log-reader-bindings', 'jh-jobharvest-harvester-writes']);
+    const bindings = objects.filter((o) => o.kind === 'ValidatingAdmissionPolicyBinding') as Array<K8sObject & { spec: { policyName: string; validationActions: string[] } }>;
+    expect(bindings.map((b) => [b.spec.policyName, b.spec.validationActions])).toEqual(policies.map((p) => [p, ['Deny']]));
+    const who = (name: string) => one<Policy>(objects, 'ValidatingAdmissionPolicy', name).spec;
+    expect(who('jh-jobharvest-webhook-configuration').matchConditions[0]!.expression).toBe("request.userInfo.username == 'system:serviceaccount:jobharvest:jh-jobharvest'");
+    expect(who('jh-jobharvest-log-reader-bindings').matchConditions[0]!.expression).toBe("request.userInfo.username == 'system:serviceaccount:jobharvest:jh-jobharvest'");
+    expect(who('jh-jobharvest-harvester-writes').matchConditions[0]!.expression).toBe("request.userInfo.username == 'system:serviceaccount:jobharvest:jh-jobharvest-harvester'");
+    for (const p of policies) expect(who(p).failurePolicy).toBe('Fail');
+    expect(who('jh-jobharvest-webhook-configuration').validations.map((v) => v.message)).toEqual([
+      'the webhook may update only its own MutatingWebhookConfiguration',
+      'the webhook may change only the caBundle of its configuration',
+    ]);
+    expect(who('jh-jobharvest-log-reader-bindings').validations.map((v) => v.message)).toEqual([
+      'the webhook never updates a RoleBinding',
+      'the webhook binds only the log-reader ClusterRole, under its own names',
+      'the log reader is bound to the namespace\'s own service accounts or to the harvester only',
+      'the webhook binds only in namespaces opted in by their own annotation or label',
+    ]);
+    expect(who('jh-jobharvest-harvester-writes').validations.map((v) => v.message)).toEqual([
+      'the harvester patches only Jobs the webhook injected',
+      'the harvester changes only jobharvest.io/delivery, jobharvest.io/hold and jobharvest.io/logs-url among a Job\'s annotations',
+      'the harvester changes no label of a Job',
+      'the harvester never suspends a Job or changes its spec beyond ttlSecondsAfterFinished',
+      'the harvester changes ttlSecondsAfterFinished only to raise it for a hold that records the original, and to put that original back',
+      'the harvester reports only LogsShipped and LogsLost Events about Jobs',
+      'the harvester writes only in namespaces opted in by their own annotation or label',
+    ]);
+    // Owner kinds put injected Jobs in namespaces not opted in themselves: the label rule bounds them there.
+    const owners = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { ownedJobs: { injectOwners: [{ group: 'jobset.x-k8s.io', kind: 'JobSet' }] } } });
+    expect(one<Policy>(owners, 'ValidatingAdmissionPolicy', 'jh-jobharvest-harvester-writes').spec.validations.map((v) => v.message)).not.toContain('the harvester writes only in namespaces opted in by their own annotation or label');
+    // Label selection: the opt-in the policy reads is the label.
+    const byLabel = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { namespaceSelection: 'label' } });
+    expect(JSON.stringify(one<Policy>(byLabel, 'ValidatingAdmissionPolicy', 'jh-jobharvest-log-reader-bindings').spec.validations.at(-1))).toContain("labels[?'jobharvest.io/inject'].orValue('') == 'enabled'");
+    // Only what exists is bounded; and the whole can be turned off for clusters before 1.30.
+    const certManager = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { certificates: { mode: 'cert-manager' }, harvester: { enabled: false }, webhook: { apiRbac: false } } });
+    expect(certManager.filter((o) => o.kind.startsWith('ValidatingAdmissionPolicy'))).toEqual([]);
+    const off = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { admissionPolicy: { enabled: false } } });
+    expect(off.filter((o) => o.kind.startsWith('ValidatingAdmissionPolicy'))).toEqual([]);
+  });
+
+  it('pins every image by digest when image.digest is set, the sidecar\'s too unless its image is set apart', async () => {
+    const digest = `sha256:${'ab'.repeat(32)}`;
+    const objects = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { image: { repository: 'registry.example.com/jobharvest', tag: '0.1.0', digest } } });
+    const pinned = `registry.example.com/jobharvest:0.1.0@${digest}`;
+    expect(webhookDeployment(objects).spec!.template.spec!.containers[0]!.image).toBe(pinned);
+    expect(harvesterDeployment(objects).spec!.template.spec!.containers[0]!.image).toBe(pinned);
+    expect((configOf(objects).raw.sidecar as { image: string }).image).toBe(pinned);
+    const apart = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { image: { digest }, sidecar: { image: { tag: 'other' } } } });
+    expect((configOf(apart).raw.sidecar as { image: string }).image).toBe('jobharvest:other');
+    const own = `sha256:${'cd'.repeat(32)}`;
+    const ownDigest = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { sidecar: { image: { repository: 'sidecar', digest: own } } } });
+    expect((configOf(ownDigest).raw.sidecar as { image: string }).image).toBe(`sidecar:0.1.0@${own}`);
+    expect(webhookDeployment(ownDigest).spec!.template.spec!.containers[0]!.image).toBe('jobharvest:0.1.0');
+  });
+
   it('has no PodDisruptionBudget for a single replica (it would block every drain)', async () => {
     const objects = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { webhook: { replicas: 1 } } });
     expect(objects.filter((o) => o.kind === 'PodDisruptionBudget')).toEqual([]);
@@ -398,7 +469,9 @@ describe('the rendered objects', () => {
       { apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] },
       { apiGroups: [''], resources: ['resourcequotas', 'limitranges'], verbs: ['list', 'watch'] },
       { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: ['jh-jobharvest'], verbs: ['get', 'update'] },
-      { apiGroups: ['rbac.authorization.k8s.io'], resources: ['rolebindings'], verbs: ['get', 'create', 'delete'] },
+      // get and delete name the two bindings the reconciler keeps; create cannot be named, the admission policy bounds it.
+      { apiGroups: ['rbac.authorization.k8s.io'], resources: ['rolebindings'], resourceNames: ['jh-jobharvest-log-reader', 'jh-jobharvest-log-reader-webhook'], verbs: ['get', 'delete'] },
+      { apiGroups: ['rbac.authorization.k8s.io'], resources: ['rolebindings'], verbs: ['create'] },
       { apiGroups: ['rbac.authorization.k8s.io'], resources: ['clusterroles'], resourceNames: ['jh-jobharvest-log-reader'], verbs: ['bind'] },
     ]);
     // The harvester reads pods through the log reader, bound per opted-in namespace to its own account.
@@ -457,11 +530,19 @@ describe('the rendered objects', () => {
     expect(np.spec.podSelector.matchLabels).toEqual(harvesterDeployment(objects).spec!.selector.matchLabels);
     expect(np.spec.policyTypes).toEqual(['Ingress', 'Egress']);
     expect(np.spec.ingress).toBeUndefined();
+    // DNS to the cluster DNS pods only, not to every address on port 53.
+    const clusterDns = [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } }, podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } } }];
     expect(np.spec.egress).toEqual([
-      { ports: [{ port: 53, protocol: 'UDP' }, { port: 53, protocol: 'TCP' }] },
+      { to: clusterDns, ports: [{ port: 53, protocol: 'UDP' }, { port: 53, protocol: 'TCP' }] },
       { to: apiServer, ports: [{ port: 6443, protocol: 'TCP' }] },
       ...destinations,
     ]);
+    // Another resolver is named by the operator; an empty list is every address.
+    const nodeLocal = [{ ipBlock: { cidr: '169.254.20.10/32' } }];
+    const own = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { harvester: { networkPolicy: { enabled: true, apiServer, dns: nodeLocal } } } });
+    expect(one<{ spec: { egress: Array<{ to?: object[] }> } }>(own, 'NetworkPolicy', 'jh-jobharvest-harvester').spec.egress[0]!.to).toEqual(nodeLocal);
+    const open = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { harvester: { networkPolicy: { enabled: true, apiServer, dns: [] } } } });
+    expect(one<{ spec: { egress: Array<{ to?: object[] }> } }>(open, 'NetworkPolicy', 'jh-jobharvest-harvester').spec.egress[0]!.to).toBeUndefined();
     await expect(render(helm, { release: 'jh', namespace: 'jobharvest', values: { harvester: { networkPolicy: { enabled: true } } } })).rejects.toThrow(/harvester.networkPolicy.apiServer/);
   });
 
@@ -613,11 +694,15 @@ describe('the API server calls the webhook only where the selector allows', () =
     const objects = await render(helm, {
       release,
       namespace,
-      values: { namespaceSelection: selection, excludedNamespaces: [excluded], webhook: { failurePolicy: 'Fail', timeoutSeconds: 2 } },
+      values: { namespaceSelection: selection, excludedNamespaces: [excluded], webhook: { timeoutSeconds: 2 } },
     });
     // Only the webhook configuration is needed: without a running pod every call fails.
     // A closed loopback port: every call fails at once, and nothing leaves the machine.
-    await apply([loopbackWebhooks(one(objects, 'MutatingWebhookConfiguration'), `https://127.0.0.1:${await freePort()}`)]);
+    // Fail, set here rather than through the values (which refuse it with annotation
+    // selection), makes each call visible as a refused Job.
+    const mwc = loopbackWebhooks(one(objects, 'MutatingWebhookConfiguration'), `https://127.0.0.1:${await freePort()}`) as K8sObject & { webhooks: Array<{ failurePolicy: string }> };
+    for (const w of mwc.webhooks) w.failurePolicy = 'Fail';
+    await apply([mwc]);
     const mwcName = `${release}-jobharvest`;
     try {
       const called = (result: string): boolean => result !== 'admitted' && result.includes('jobs.jobharvest.io');

@@ -3,8 +3,9 @@
  * applies its JSONPatch, validates the result with its own rules and stores it;
  * the real Job, TTL and garbage-collection controllers take it from there.
  */
-import type { V1Job, V1Pod } from '@kubernetes/client-node';
+import { RbacAuthorizationV1Api, type V1Job, type V1Pod } from '@kubernetes/client-node';
 import { readFileSync } from 'node:fs';
+import { request } from 'node:https';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestNamespace, useCluster, waitFor } from '../harness/cluster/client.ts';
 import { goldenCases } from '../golden/cases.ts';
@@ -34,6 +35,23 @@ function job(name: string, over: Partial<V1Job['metadata']> = {}, ttl?: number):
 }
 
 const hasSidecar = (j: V1Job) => j.spec?.template.spec?.initContainers?.[0]?.name === 'jobharvest';
+
+/** POST over TLS without verifying, as a pod that reaches the Service would. */
+function postJson(port: number, path: string, body: unknown): Promise<{ status: number; body: string }> {
+  const payload = JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      { host: '127.0.0.1', port, path, method: 'POST', rejectUnauthorized: false, agent: false, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } },
+      (res) => {
+        let text = '';
+        res.on('data', (c) => (text += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+      },
+    );
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
 
 async function deleteQuietly(fn: () => Promise<unknown>) {
   try {
@@ -139,14 +157,45 @@ describe('injection through the API server', () => {
     const dry = await cluster.batch.createNamespacedJob({ namespace: optedIn, body, dryRun: 'All' });
     expect(hasSidecar(dry)).toBe(true);
     await expect(cluster.batch.readNamespacedJob({ name: 'dry', namespace: optedIn })).rejects.toMatchObject({ code: 404 });
-    // An api-mode Job's side effect is the log-reader RoleBinding: none on a dry run…
-    await new Promise((r) => setTimeout(r, 1500));
-    await expect(cluster.kc.makeApiClient((await import('@kubernetes/client-node')).RbacAuthorizationV1Api).readNamespacedRoleBinding({ name: 'jobharvest-log-reader', namespace: optedIn })).rejects.toMatchObject({ code: 404 });
-    // …and one on the real create, which proves the check above could fail.
-    await cluster.batch.createNamespacedJob({ namespace: optedIn, body });
-    const rbac = cluster.kc.makeApiClient((await import('@kubernetes/client-node')).RbacAuthorizationV1Api);
-    const rb = await waitFor('the log-reader RoleBinding', () => rbac.readNamespacedRoleBinding({ name: 'jobharvest-log-reader', namespace: optedIn }), { timeoutMs: 10_000 });
-    expect(rb.subjects?.[0]?.name).toBe(`system:serviceaccounts:${optedIn}`);
+  });
+
+  it('binds nothing for an admission: a Job-level mode api in a node-mode namespace stays node, and a forged review causes no RoleBinding', async () => {
+    const rbac = cluster.kc.makeApiClient(RbacAuthorizationV1Api);
+    // The reconciler's own binding, from the namespace's Pod Security level:
+    // proves this webhook binds at all, so the absences below could fail.
+    const own = await waitFor('the log-reader RoleBinding of the api-mode namespace', () => rbac.readNamespacedRoleBinding({ name: 'jobharvest-log-reader', namespace: 'team-a-api' }), { timeoutMs: 10_000 });
+    expect(own.subjects?.[0]?.name).toBe('system:serviceaccounts:team-a-api');
+
+    const body = job('asks-api', { annotations: { 'jobharvest.io/mode': 'api' } });
+    const created = await cluster.batch.createNamespacedJob({ namespace: optedIn, body });
+    const sidecar = created.spec?.template.spec?.initContainers?.[0];
+    expect(sidecar?.env?.find((e) => e.name === 'JOBHARVEST_MODE')?.value).toBe('node');
+
+    // Straight to /mutate, as any pod that reaches the Service could: an api-mode
+    // Job in the node-mode namespace, and in a namespace the API server would
+    // never send (not opted in).
+    for (const namespace of [optedIn, plain]) {
+      const forged = {
+        apiVersion: 'admission.k8s.io/v1',
+        kind: 'AdmissionReview',
+        request: {
+          uid: '00000000-0000-4000-8000-00000000f0f0',
+          kind: { group: 'batch', version: 'v1', kind: 'Job' },
+          resource: { group: 'batch', version: 'v1', resource: 'jobs' },
+          operation: 'CREATE',
+          namespace,
+          object: { ...job('forged', { namespace, annotations: { 'jobharvest.io/mode': 'api', 'jobharvest.io/inject': 'enabled' } }) },
+        },
+      };
+      const answer = await postJson(webhook.port, '/mutate', forged);
+      expect(answer.status).toBe(200);
+      expect(JSON.parse(answer.body).response.allowed).toBe(true);
+    }
+    await new Promise((r) => setTimeout(r, 2000));
+    for (const namespace of [optedIn, plain]) {
+      const bindings = (await rbac.listNamespacedRoleBinding({ namespace })).items.map((b) => b.metadata?.name);
+      expect(bindings, namespace).toEqual([]);
+    }
   });
 
   it('injects the Jobs a CronJob creates', async () => {

@@ -47,7 +47,6 @@ export function deps(over: Partial<ReviewDeps> & { config?: Config } = {}): Revi
     config: over.config ?? defaultConfig(),
     namespace: over.namespace ?? ((name: string) => optedIn(name)),
     serverVersion: over.serverVersion ?? (() => ({ major: 1, minor: 34 })),
-    ...(over.onInjected ? { onInjected: over.onInjected } : {}),
     ...(over.assumeOptedIn ? { assumeOptedIn: over.assumeOptedIn } : {}),
   };
 }

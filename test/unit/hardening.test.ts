@@ -214,13 +214,38 @@ describe('node mode on a real node', () => {
     ns.annotations = { ...ns.annotations, 'jobharvest.io/mode': 'api' };
     expect(sidecarOf(run(job(), durableConfig(), ns).job).securityContext.runAsGroup).toBe(65532);
   });
-  it('gives a user-namespaced pod (hostUsers: false) api mode, with a warning, never a hostPath', () => {
+  it('gives a user-namespaced pod (hostUsers: false) api mode, with a warning, never a hostPath, where the namespace reads in api mode', () => {
+    const j = job();
+    j.spec.template.spec.hostUsers = false;
+    const r = run(j, durableConfig(), optedIn('team-a', { annotations: { 'jobharvest.io/mode': 'api' } }));
+    expect(r.decision.action === 'inject' && r.decision.mode).toBe('api');
+    expect(JSON.stringify(r.job.spec!.template!.spec!.volumes)).not.toContain('hostPath');
+    const offline = mutateJob(j, { config: durableConfig(), namespace: undefined, assumeOptedIn: true });
+    expect(offline.decision.action === 'inject' && offline.decision.mode).toBe('api');
+    expect(offline.warnings.join()).toMatch(/hostUsers: false.*api mode/);
+  });
+  it('admits a user-namespaced pod without the sidecar, never with a hostPath, where the namespace reads in node mode: api mode there would need a binding nothing makes', () => {
     const j = job();
     j.spec.template.spec.hostUsers = false;
     const r = run(j);
-    expect(r.decision.action === 'inject' && r.decision.mode).toBe('api');
-    expect(JSON.stringify(r.job.spec!.template!.spec!.volumes)).not.toContain('hostPath');
-    expect(r.warnings.join()).toMatch(/hostUsers: false.*api mode/);
+    expect(reasonOf(r)).toBe('needs-api-mode');
+    expect(hasSidecar(r.job)).toBe(false);
+    expect(JSON.stringify(r.job.spec!.template!.spec!.volumes ?? [])).not.toContain('hostPath');
+    expect(r.warnings.join()).toMatch(/hostUsers: false.*node mode.*annotate the namespace jobharvest.io\/mode: api/);
+  });
+  it('refuses a Job-level mode api where the namespace reads in node mode: node mode, with a warning', () => {
+    const j = job();
+    j.metadata.annotations = { 'jobharvest.io/mode': 'api' };
+    const r = run(j);
+    expect(r.decision.action === 'inject' && r.decision.mode).toBe('node');
+    expect(r.warnings.join()).toMatch(/mode: api ignored/);
+    j.spec.template.metadata = { annotations: { 'jobharvest.io/mode': 'api' } };
+    delete j.metadata.annotations;
+    expect(run(j).decision).toMatchObject({ action: 'inject', mode: 'node' });
+    // A namespace the operator put in api mode (by annotation, or by its Pod Security level) keeps it.
+    expect(run(j, durableConfig(), optedIn('team-a', { labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } })).decision).toMatchObject({ mode: 'api' });
+    // The offline CLI knows no namespace and makes no binding: the Job's word stands.
+    expect(mutateJob(j, { config: durableConfig(), namespace: undefined, assumeOptedIn: true }).decision).toMatchObject({ mode: 'api' });
   });
 });
 

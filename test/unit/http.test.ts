@@ -107,14 +107,18 @@ describe('POST /mutate', () => {
     expect(m).toMatch(/jobharvest_errors_total\{code="JH_INTERNAL"\} 1/);
   });
 
-  it('calls side effects only when not a dry run', async () => {
-    const seen: string[] = [];
-    const app = build({ deps: deps({ onInjected: (ns) => seen.push(ns) }) });
-    const dry = (await mutate(app, review(job(), { dryRun: true }))).json().response;
-    expect(dry.patch).toBeDefined();
-    expect(seen).toEqual([]);
-    await mutate(app, review(job()));
-    expect(seen).toEqual(['team-a']);
+  it('lets a review choose nothing beyond the namespace\'s mode: a Job-level mode api in a node-mode namespace stays node, with a warning', async () => {
+    const app = build({ deps: deps() });
+    const j = job();
+    j.metadata.annotations = { 'jobharvest.io/mode': 'api' };
+    const r = (await mutate(app, review(j))).json().response;
+    const sidecar = applyPatch(j, decodePatch(r)).spec.template.spec.initContainers[0];
+    expect(sidecar.env.find((e: { name: string }) => e.name === 'JOBHARVEST_MODE')?.value).toBe('node');
+    expect(r.warnings.join('\n')).toMatch(/jobharvest.io\/mode: api ignored: namespace team-a reads logs in node mode/);
+    // The same annotation where the namespace itself is in api mode is honoured.
+    const apiNs = build({ deps: deps({ namespace: (name) => optedIn(name, { annotations: { 'jobharvest.io/mode': 'api' } }) }) });
+    const r2 = (await mutate(apiNs, review(j))).json().response;
+    expect(applyPatch(j, decodePatch(r2)).spec.template.spec.initContainers[0].env.find((e: { name: string }) => e.name === 'JOBHARVEST_MODE')?.value).toBe('api');
   });
 
   it('accepts a 3 MiB Job', async () => {

@@ -188,3 +188,57 @@ describe('the admission lookup of a namespace', () => {
     expect((await Promise.all(got)).map((m) => m?.name)).toEqual(['a', 'b']);
   });
 });
+
+describe('reads of namespaces the cache has not seen, as forged reviews would ask for', () => {
+  function throttled(clock: { t: number }) {
+    const fake = fakeCache({});
+    const counted: Array<[LiveReadTrigger, LiveReadResult]> = [];
+    const warnings: string[] = [];
+    const lookup = namespaceLookup(fake.cache, {
+      optedIn: isIn,
+      now: () => clock.t,
+      onLiveRead: (t, r) => counted.push([t, r]),
+      log: (level, msg) => warnings.push(`${level}: ${msg}`),
+      unseenReadsPerSecond: 10,
+      unseenReadBurst: 20,
+    });
+    return { ...fake, lookup, counted, warnings };
+  }
+
+  it('reads at most the burst at once, then the rate, and answers the rest at once with no namespace', async () => {
+    const clock = { t: NOW };
+    const t = throttled(clock);
+    const got = Array.from({ length: 100 }, (_, i) => t.lookup(`forged-${i}`));
+    await tick();
+    expect(t.reads()).toBe(20);
+    for (const p of t.pending) p.resolve({ kind: 'not-found' });
+    expect((await Promise.all(got)).every((m) => m === undefined)).toBe(true);
+    expect(t.counted.filter(([, r]) => r === 'throttled')).toHaveLength(80);
+    // One warning for the whole burst, not one a review.
+    expect(t.warnings.filter((w) => /too many reads/.test(w))).toHaveLength(1);
+    clock.t += 1_000;
+    const more = Array.from({ length: 30 }, (_, i) => t.lookup(`later-${i}`));
+    await tick();
+    expect(t.reads()).toBe(30);
+    for (const p of t.pending.slice(20)) p.resolve({ kind: 'not-found' });
+    await Promise.all(more);
+  });
+
+  it('remembers a name found absent, so the same forged name costs one read', async () => {
+    const clock = { t: NOW };
+    const t = throttled(clock);
+    const first = t.lookup('nowhere');
+    await tick();
+    t.pending[0]!.resolve({ kind: 'not-found' });
+    expect(await first).toBeUndefined();
+    for (let i = 0; i < 50; i++) expect(await t.lookup('nowhere')).toBeUndefined();
+    expect(t.reads()).toBe(1);
+    // After the window it is read again: a namespace created since is found.
+    clock.t += 10_000;
+    const again = t.lookup('nowhere');
+    await tick();
+    expect(t.reads()).toBe(2);
+    t.pending[1]!.resolve({ kind: 'found', meta: { ...annotated, name: 'nowhere' } });
+    expect((await again)?.name).toBe('nowhere');
+  });
+});

@@ -53,14 +53,20 @@ app.kubernetes.io/component: webhook
 {{- printf "%s-log-reader" (include "jobharvest.fullname" .) }}
 {{- end }}
 
+{{- /* With a digest, the image is pinned by it (the tag stays, for people to read). */ -}}
 {{- define "jobharvest.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- with .Values.image.digest }}{{ printf "@%s" . }}{{ end }}
 {{- end }}
 
 {{- define "jobharvest.sidecarImage" -}}
 {{- $repo := default .Values.image.repository .Values.sidecar.image.repository }}
 {{- $tag := default (default .Chart.AppVersion .Values.image.tag) .Values.sidecar.image.tag }}
+{{- /* The webhook's digest applies only to the same image: not when the sidecar's repository or tag is set apart. */ -}}
+{{- $sameImage := and (not .Values.sidecar.image.repository) (not .Values.sidecar.image.tag) }}
+{{- $digest := .Values.sidecar.image.digest | default (ternary .Values.image.digest "" $sameImage) }}
 {{- printf "%s:%s" $repo $tag }}
+{{- with $digest }}{{ printf "@%s" . }}{{ end }}
 {{- end }}
 
 {{/*
