@@ -123,7 +123,9 @@ describe("a container that mounts jobharvest's volumes is a name conflict", () =
       for (const where of ['containers', 'initContainers'] as const) {
         it(`${mode} mode: ${volume} mounted by one of the ${where}: skipped with a warning, admitted (never refused)`, async () => {
           const j = job('peek');
-          j.metadata.annotations = { 'jobharvest.io/mode': mode, 'jobharvest.io/tls-secret': 'sink-tls' };
+          j.metadata.annotations = { 'jobharvest.io/tls-secret': 'sink-tls' };
+          // The mode is the namespace's: a Job cannot move a node-mode namespace to api mode.
+          const ns = optedIn('team-a', { annotations: { 'jobharvest.io/mode': mode } });
           // The token volume is added when the pod turned its own token off (api mode).
           j.spec.template.spec.automountServiceAccountToken = false;
           const mount = { name: volume, mountPath: '/peek', readOnly: true };
@@ -133,18 +135,18 @@ describe("a container that mounts jobharvest's volumes is a name conflict", () =
           const clean = structuredClone(j);
           if (where === 'containers') delete clean.spec.template.spec.containers[0].volumeMounts;
           else delete clean.spec.template.spec.initContainers[0].volumeMounts;
-          const added = mutateJob(clean, { config: durableConfig(), namespace: optedIn('team-a') });
+          const added = mutateJob(clean, { config: durableConfig(), namespace: ns });
           const names = (added.job.spec?.template?.spec?.volumes ?? []).map((v) => v.name);
           // The pod logs are node mode's, the token api mode's; a conflict in either mode all the same.
           const modes: Record<string, string[]> = { 'jobharvest-pod-logs': ['node'], 'jobharvest-token': ['api'] };
           if ((modes[volume] ?? [mode]).includes(mode)) expect(names).toContain(volume);
           else expect(names).not.toContain(volume);
           const who = where === 'containers' ? 'container "main"' : 'init container "setup"';
-          const r = mutateJob(j, { config: durableConfig(), namespace: optedIn('team-a') });
+          const r = mutateJob(j, { config: durableConfig(), namespace: ns });
           expect(r.decision).toMatchObject({ action: 'skip', reason: 'name-conflict' });
           expect(r.warnings).toContain(`${who} mounts the volume "${volume}", which is jobharvest's; Job admitted without the log sidecar`);
           expect(r.job).toBe(j);
-          const ans = await review(reviewOf(j).request as never, deps());
+          const ans = await review(reviewOf(j).request as never, deps({ namespace: () => ns }));
           expect(ans.review.response).toMatchObject({ allowed: true, warnings: [`jobharvest: ${who} mounts the volume "${volume}", which is jobharvest's; Job admitted without the log sidecar`] });
           expect(ans.review.response.patch).toBeUndefined();
         });
