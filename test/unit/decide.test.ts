@@ -5,6 +5,7 @@ import { mutateJob } from '../../src/core/mutate.ts';
 import { parseServerVersion } from '../../src/core/server-version.ts';
 import { review } from '../../src/core/admission.ts';
 import { deps, durableConfig, job, optedIn, review as reviewOf } from './fixtures.ts';
+import { SUBPATH_EXPR } from '../../src/contract/env.ts';
 
 const cfg = (over: Record<string, unknown> = {}) => parseConfig(over);
 
@@ -110,6 +111,24 @@ describe('sink settings from the global configuration', () => {
     expect(env).toContainEqual({ name: 'JOBHARVEST_GZIP', value: 'false' });
     const defaults = (mutateJob(job(), { config: parseConfig({}), namespace: optedIn('team-a') }).job.spec?.template?.spec?.initContainers?.[0]?.env ?? []) as Array<{ name: string }>;
     expect(defaults.map((e) => e.name)).not.toContain('JOBHARVEST_GZIP');
+  });
+});
+
+describe("node mode: the sidecar sees its own pod's log directory and nothing else", () => {
+  it("mounts the node's pod logs read-only, at subPathExpr namespace_pod_uid from the downward API, in the sidecar alone", () => {
+    const r = mutateJob(job('reader'), { config: durableConfig(), namespace: optedIn('team-a', { annotations: { 'jobharvest.io/mode': 'node' } }) });
+    expect(r.decision.action).toBe('inject');
+    type Mount = { name: string; readOnly?: boolean; subPath?: string; subPathExpr?: string };
+    type C = { volumeMounts?: Mount[]; env?: Array<{ name: string; valueFrom?: { fieldRef?: { fieldPath?: string } } }> };
+    const spec = r.job.spec!.template!.spec! as unknown as { containers: C[]; initContainers: C[] };
+    const sidecar = spec.initContainers[0]!;
+    const logs = sidecar.volumeMounts?.find((m) => m.name === 'jobharvest-pod-logs');
+    expect(logs).toMatchObject({ readOnly: true, subPathExpr: SUBPATH_EXPR });
+    expect(logs?.subPath).toBeUndefined();
+    const env = new Map((sidecar.env ?? []).map((e) => [e.name, e.valueFrom?.fieldRef?.fieldPath]));
+    expect([env.get('POD_NAMESPACE'), env.get('POD_NAME'), env.get('POD_UID')]).toEqual(['metadata.namespace', 'metadata.name', 'metadata.uid']);
+    const others = [...spec.containers, ...spec.initContainers.slice(1)];
+    expect(others.flatMap((c) => (c.volumeMounts ?? []).map((m) => m.name)).filter((n) => n.startsWith('jobharvest-'))).toEqual([]);
   });
 });
 
