@@ -230,7 +230,7 @@ describe('the harvester acts only on what it can verify', () => {
       [STATUS_ANNOTATION]: genuine.metadata!.annotations![STATUS_ANNOTATION]!,
       [SIGNATURE_ANNOTATION]: genuine.metadata!.annotations![SIGNATURE_ANNOTATION]!,
     };
-    expect(copied[SIGNATURE_ANNOTATION]).toMatch(/^v1\./);
+    expect(copied[SIGNATURE_ANNOTATION]).toMatch(/^v2\.[A-Za-z0-9_-]{8}\./);
     /**
      * The tenant's hand-written Job: the rendered sidecar and its volumes, but
      * the tenant's image, an env var and a mount of its own, all outside what

@@ -67,7 +67,7 @@ function recordJob(ns: string, name: string): { versions: Array<{ type: string; 
 /** The record without its signature, which must be there: an unsigned record is no report. */
 function unsigned(raw: string): Delivery {
   const { sig, ...d } = JSON.parse(raw) as Delivery & { sig?: string };
-  expect(sig).toMatch(/^v1\./);
+  expect(sig).toMatch(/^v2\.[A-Za-z0-9_-]{8}\./);
   return d;
 }
 
@@ -177,7 +177,7 @@ describe('the harvester', () => {
       expect(hold.originalTtl).toBe(3);
       // The default maximum hold: a day.
       expect(job.spec!.ttlSecondsAfterFinished!).toBeGreaterThanOrEqual(86_400);
-      expect(hold).toMatchObject({ maxHoldSeconds: 86_400, sig: expect.stringMatching(/^v1\./) });
+      expect(hold).toMatchObject({ maxHoldSeconds: 86_400, sig: expect.stringMatching(/^v2\.[A-Za-z0-9_-]{8}\./) });
       const { pod, text } = await sidecarMessage(ns, 'h1');
       const m = decodeTermination(text)!;
       expect(m).toMatchObject({ state: 'incomplete', mode: 'node', shipped: N1, unsent: N2, done: [] });

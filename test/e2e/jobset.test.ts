@@ -184,7 +184,7 @@ async function qosOf(ns: string, spec: Record<string, unknown>): Promise<string>
 
 function unsigned(raw: string): Delivery {
   const { sig, ...d } = JSON.parse(raw) as Delivery & { sig?: string };
-  expect(sig, 'the delivery record is signed').toMatch(/^v1\./);
+  expect(sig, 'the delivery record is signed').toMatch(/^v2\.[A-Za-z0-9_-]{8}\./);
   return d;
 }
 

@@ -157,7 +157,7 @@ describeRealNode('issue 25: a Job with a 1 s grace period that ignores SIGTERM, 
       // The pod went before its Job finished; the harvester's pod watch kept its sidecar's report: every line counted, by the sidecar.
       expect(delivery).toMatchObject({ pods: 1, shipped: written, lost: 0, unaccounted: 0 });
       expect(delivery.harvested ?? 0, 'all of them from the sidecar').toBe(0);
-      expect(delivery.sig).toEqual(expect.stringMatching(/^v1\./));
+      expect(delivery.sig).toEqual(expect.stringMatching(/^v2\.[A-Za-z0-9_-]{8}\./));
     } catch (err) {
       failed = true;
       throw err;

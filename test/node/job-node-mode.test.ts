@@ -125,7 +125,7 @@ describeRealNode('a Job through the real webhook, with the real image, on the re
     const delivery = JSON.parse(record) as Record<string, unknown>;
     console.log(`harvester Lease held by ${lease.spec?.holderIdentity}; delivery record: ${record}`);
     expect(delivery).toMatchObject({ sink: 'loki', pods: 1, shipped: N, lost: 0, unaccounted: 0 });
-    expect(delivery.sig).toEqual(expect.stringMatching(/^v1\./));
+    expect(delivery.sig).toEqual(expect.stringMatching(/^v2\.[A-Za-z0-9_-]{8}\./));
     expect(product!.harvester?.exited(), 'the harvester is still running').toBe(false);
   });
 });

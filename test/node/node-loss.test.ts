@@ -156,7 +156,7 @@ describeRealNode('harvester scenario 7: the node lost mid-Job, on the real node'
       expect(spanMs, 'about a batch wait of lines, not more than a few seconds').toBeLessThan(5_000);
       expect(podGone, 'the pod GC took the pod').toBe(true);
       expect(delivery).toMatchObject({ pods: 1, unaccounted: 1, notes: [`${pod.name}: unaccounted: node lost`] });
-      expect(delivery.sig).toMatch(/^v1\./);
+      expect(delivery.sig).toMatch(/^v2\.[A-Za-z0-9_-]{8}\./);
     } catch (err) {
       failed = true;
       throw err;
