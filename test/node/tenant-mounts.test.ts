@@ -75,7 +75,8 @@ describeRealNode("a tenant container that mounts jobharvest's volumes, through t
           { timeoutMs: 150_000, intervalMs: 1_000 },
         );
         expect(job.spec?.template.spec?.initContainers?.map((c) => c.name), mode).toEqual(['jobharvest']);
-        expect(job.status?.conditions?.find((c) => c.status === 'True')?.type, mode).toBe('Complete');
+        // SuccessCriteriaMet comes before Complete: look for Complete itself.
+        expect(job.status?.conditions?.filter((c) => c.status === 'True').map((c) => c.type), mode).toContain('Complete');
       }
     } catch (err) {
       failed = true;
