@@ -50,7 +50,7 @@ async function delivered(ns: string, name: string, timeoutMs: number): Promise<D
     const raw = (await stack.batch.readNamespacedJob({ name, namespace: ns })).metadata?.annotations?.[DELIVERY_ANNOTATION];
     if (!raw) return undefined;
     const { sig, ...d } = JSON.parse(raw) as Delivery & { sig?: string };
-    expect(sig).toMatch(/^v1\./);
+    expect(sig).toMatch(/^v2\.[A-Za-z0-9_-]{8}\./);
     return d;
   }, { timeoutMs, intervalMs: 250 });
 }

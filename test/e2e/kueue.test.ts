@@ -190,7 +190,7 @@ function deliveryIn(rec: ReturnType<typeof recordJob>): Delivery | undefined {
   const v = rec.versions.find((x) => x.type !== 'DELETED' && x.job.metadata?.annotations?.[DELIVERY_ANNOTATION]);
   if (!v) return undefined;
   const { sig, ...d } = JSON.parse(v.job.metadata!.annotations![DELIVERY_ANNOTATION]!) as Delivery & { sig?: string };
-  expect(sig, 'the record is signed').toMatch(/^v1\./);
+  expect(sig, 'the record is signed').toMatch(/^v2\.[A-Za-z0-9_-]{8}\./);
   return d;
 }
 
