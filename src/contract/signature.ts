@@ -209,6 +209,24 @@ function serviceAccountMount(m: Obj, volume: Obj | undefined): boolean {
   return String(m.name).startsWith('kube-api-access-') && m.mountPath === SERVICE_ACCOUNT_PATH && m.readOnly === true && !m.subPath && !m.subPathExpr && JSON.stringify(volumeSource(volume)) === SERVICE_ACCOUNT_VOLUME;
 }
 
+/**
+ * The env var the Job controller adds to every container, init containers
+ * included, of an Indexed Job's pods (JobSet's children are Indexed), exactly
+ * as it adds it: the pod's own completion index, from the pod's own annotation.
+ */
+function jobControllerIndexEnv(e: Obj): boolean {
+  const from = isObj(e.valueFrom) ? e.valueFrom : undefined;
+  const field = from && isObj(from.fieldRef) ? from.fieldRef : undefined;
+  return (
+    e.name === 'JOB_COMPLETION_INDEX' &&
+    e.value === undefined &&
+    field !== undefined &&
+    Object.keys(from!).length === 1 &&
+    field.fieldPath === "metadata.annotations['batch.kubernetes.io/job-completion-index']" &&
+    (field.apiVersion === undefined || field.apiVersion === 'v1')
+  );
+}
+
 /** The fields of the sidecar container the digest covers (docs/harvester.md, "What it trusts"). */
 const COVERED = ['command', 'args', 'workingDir', 'envFrom', 'lifecycle', 'livenessProbe', 'readinessProbe', 'startupProbe', 'restartPolicy', 'volumeDevices'] as const;
 
@@ -225,8 +243,10 @@ const COVERED = ['command', 'args', 'workingDir', 'envFrom', 'lifecycle', 'liven
  * terminationMessagePolicy (as the API server defaults them), restartPolicy.
  * Left out on purpose: resources (LimitRange defaults), securityContext
  * (policy engines' defaults; it bounds what the code may do, not which code
- * runs), imagePullPolicy (defaulted), and the service-account token mount the
- * ServiceAccount admission plugin adds to every container of a pod.
+ * runs), imagePullPolicy (defaulted), the service-account token mount the
+ * ServiceAccount admission plugin adds to every container of a pod, and the
+ * completion index the Job controller adds to every container of an Indexed
+ * Job's pods.
  */
 export function sidecarDigest(spec: unknown): string {
   if (!isObj(spec)) return '';
@@ -241,7 +261,7 @@ export function sidecarDigest(spec: unknown): string {
     ...Object.fromEntries(COVERED.map((k) => [k, container[k]])),
     name: container.name,
     image: imageRepository(container.image),
-    env: list(container.env).map(envVar),
+    env: list(container.env).filter((e) => !jobControllerIndexEnv(e)).map(envVar),
     mounts,
     devices,
     terminationMessagePath: container.terminationMessagePath || '/dev/termination-log',

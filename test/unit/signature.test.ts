@@ -170,6 +170,23 @@ describe('the injection signature covers what runs in the sidecar and where its 
     }
   });
 
+  it("an Indexed Job's pod (JobSet's children) still verifies with the Job controller's JOB_COMPLETION_INDEX in every container; any other form of it does not", () => {
+    const j = asStored(injected({ annotations: { 'jobharvest.io/tls-secret': 'sink-tls' } }));
+    const v = verifyInjection(j, KEY);
+    expect(v.ok).toBe(true);
+    const signed = v.ok ? { name: 'jobharvest', digest: v.value.sidecarDigest } : undefined;
+    const owner = { ...j, metadata: { ...j.metadata, uid: 'job-uid' } };
+    const indexed = (fieldPath: string) => {
+      const p = podOf(j);
+      for (const c of [...p.spec!.initContainers!, ...p.spec!.containers]) c.env = [...(c.env ?? []), { name: 'JOB_COMPLETION_INDEX', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath } } }];
+      return p;
+    };
+    const ok = indexed("metadata.annotations['batch.kubernetes.io/job-completion-index']");
+    expect(ownedPods(owner, [ok], signed)).toEqual({ owned: [ok], foreign: 0 });
+    const other = indexed("metadata.annotations['example.com/index']");
+    expect(ownedPods(owner, [other], signed)).toEqual({ owned: [], foreign: 1 });
+  });
+
   it('another container that mounts a jobharvest-* volume: the template does not verify, nor does a pod with an ephemeral container added later', () => {
     for (const volume of ['jobharvest-state', 'jobharvest-pod-logs', 'jobharvest-tls']) {
       const j = asStored(injected({ annotations: { 'jobharvest.io/tls-secret': 'sink-tls' } }));
