@@ -222,7 +222,8 @@ function jobControllerIndexEnv(e: Obj): boolean {
     e.value === undefined &&
     field !== undefined &&
     Object.keys(from!).length === 1 &&
-    field.fieldPath === "metadata.annotations['batch.kubernetes.io/job-completion-index']" &&
+    // The annotation, or the label of the same name newer controllers use.
+    /^metadata\.(annotations|labels)\['batch\.kubernetes\.io\/job-completion-index'\]$/.test(String(field.fieldPath)) &&
     (field.apiVersion === undefined || field.apiVersion === 'v1')
   );
 }
