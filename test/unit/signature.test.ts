@@ -183,6 +183,9 @@ describe('the injection signature covers what runs in the sidecar and where its 
     };
     const ok = indexed("metadata.annotations['batch.kubernetes.io/job-completion-index']");
     expect(ownedPods(owner, [ok], signed)).toEqual({ owned: [ok], foreign: 0 });
+    // As the Job controller of Kubernetes v1.37 writes it (found with JobSet on the real API server).
+    const label = indexed("metadata.labels['batch.kubernetes.io/job-completion-index']");
+    expect(ownedPods(owner, [label], signed)).toEqual({ owned: [label], foreign: 0 });
     const other = indexed("metadata.annotations['example.com/index']");
     expect(ownedPods(owner, [other], signed)).toEqual({ owned: [], foreign: 1 });
   });
