@@ -30,18 +30,9 @@ import { newStats } from '../../sidecar/stats.ts';
 import { FileProgress } from '../../sidecar/records/progress.ts';
 import { fileKey, idPrefix, type FileMeta, type LogRecord } from '../../sidecar/records/record.ts';
 
-const LINE = 256 * 1024;
-const LINES = Number(process.env.BENCH_PATTERN_LINES ?? 24);
+import { LINE, rnd } from '../../test/support/start-pattern-lines.ts';
 
-function rnd(n: number, alphabet: string, seed: number): string {
-  let x = seed;
-  let s = '';
-  for (let i = 0; i < n; i++) {
-    x = (x * 1103515245 + 12345) & 0x7fffffff;
-    s += alphabet[(x >> 8) % alphabet.length];
-  }
-  return s;
-}
+const LINES = Number(process.env.BENCH_PATTERN_LINES ?? 24);
 
 /** A 256 KiB line whose first 1 KiB is `head`, padded with what the pattern reads past it. */
 const line = (head: string, pad: string): string => head + pad.repeat(Math.ceil((LINE - Buffer.byteLength(head)) / pad.length)).slice(0, LINE - head.length);

@@ -16,7 +16,8 @@ export function worstAccepted(): string {
   return `[ab]*a[ab]{${n}}c`;
 }
 
-function rnd(n: number, alphabet: string, seed: number): string {
+/** `n` characters of `alphabet`, the same for the same seed. */
+export function rnd(n: number, alphabet: string, seed: number): string {
   let x = seed;
   let s = '';
   for (let i = 0; i < n; i++) {
