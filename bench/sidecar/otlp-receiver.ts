@@ -117,8 +117,12 @@ export class CountingOtlpReceiver {
 
   private constructor(private readonly server: Server) {}
 
-  /** `shapes`: also count attributes and map bodies (shapeLogRecords), for the record-shaping rows. */
-  static async start(opts: { shapes?: boolean } = {}): Promise<CountingOtlpReceiver> {
+  /**
+   * `shapes`: also count attributes and map bodies (shapeLogRecords), for the
+   * record-shaping rows; `answerDelayMs`: answer each request this much later,
+   * as a slower or busier server would.
+   */
+  static async start(opts: { shapes?: boolean; answerDelayMs?: number } = {}): Promise<CountingOtlpReceiver> {
     const server = createServer({ keepAliveTimeout: 60_000 });
     const r = new CountingOtlpReceiver(server);
     server.on('request', (req, res) => {
@@ -138,8 +142,12 @@ export class CountingOtlpReceiver {
             r.stats.mapBodies += sh.mapBodies;
             r.add(sh.records, wire.length);
           } else r.add(countLogRecords(body), wire.length);
-          res.writeHead(200, { 'content-type': 'application/x-protobuf', 'content-length': '0' });
-          res.end();
+          const answer = () => {
+            res.writeHead(200, { 'content-type': 'application/x-protobuf', 'content-length': '0' });
+            res.end();
+          };
+          if (opts.answerDelayMs) setTimeout(answer, opts.answerDelayMs);
+          else answer();
         } catch (err) {
           r.failure ??= err as Error;
           res.writeHead(400);

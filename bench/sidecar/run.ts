@@ -30,18 +30,25 @@
 //       instead of sidecar-otlp; sidecar-parse-original is sidecar-parse with
 //       the line beside every JSON record (JOBHARVEST_JSON_ORIGINAL=always),
 //       and gets a parsing ratio of its own.
+//   BENCH_SIDECAR_REPEATS=<n>   runs of every row (default 3). Rounds run every
+//       chosen row once, each round starting one row further down the list;
+//       every row is printed as its medians, its MiB per CPU-second also as
+//       min-max and spread (max/min); ratios are of medians, with the range
+//       and spread of the same ratio taken within each round.
 //   BENCH_SIDECAR_BYTES=<n>   minimum size of each corpus (default 1 GiB); e.g. 33554432 for a quick check.
 //   BENCH_SIDECAR_MULTILINE=builtin   the sidecar joins with its built-in rules
 //       (JOBHARVEST_MULTILINE=python,java) instead of the start pattern the
 //       Collector gets (the default, so both sides join by the same rule).
 //
 // Not a test: it prints figures; CPU seconds are the figure that holds on a
-// loaded machine. With the shaping rows it also prints, before the lines below,
-//   ratio sidecar/otelcol per CPU-second with parsing: <r>x
-//   ratio sidecar/otelcol per CPU-second with parsing, every mask on: <r>x
-//   ratio sidecar otlp with parsing/without per CPU-second: <r>x (...)
+// loaded machine. Every ratio line reads
+//   <what>: <median ratio>x (per repeat <min>-<max>, spread <max/min>)
+// With the shaping rows it also prints, before the lines below,
+//   ratio sidecar/otelcol per CPU-second with parsing: ...
+//   ratio sidecar/otelcol per CPU-second with parsing, every mask on: ...
+//   ratio sidecar otlp with parsing/without per CPU-second: ...
 // Its last lines are
-//   ratio sidecar/otelcol per CPU-second: <r>x   (OTLP sink vs the collector at gzip level 1)
+//   ratio sidecar/otelcol per CPU-second: ...   (OTLP sink vs the collector at gzip level 1)
 //   MiBps=<x> peak_rss_MiB=<y> startup_ms=<z> peer_MiBps=<w>
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -54,12 +61,14 @@ import { SidecarProcess, ensureSidecarBundle, summaryNumber } from '../../test/s
 import { ENV, type EnvKey } from '../../src/contract/env.ts';
 import { SHAPED_EVENT_START, ensureCorpus, type Corpus } from './corpus.ts';
 import { Sampler, type ProcSample } from './procstat.ts';
+import { median, repeatsFrom, summarize, type Sample } from './repeats.ts';
 import { startOtelcolPeer, type Shaping } from './otelcol-peer.ts';
 import { CountingOtlpReceiver } from './otlp-receiver.ts';
 import { startRsyslogPeer, type PeerRun } from './rsyslog-peer.ts';
 
 const MiB = 2 ** 20;
 const MIN_BYTES = Number(process.env.BENCH_SIDECAR_BYTES ?? 2 ** 30);
+const REPEATS = repeatsFrom(process.env.BENCH_SIDECAR_REPEATS);
 const LINE_BYTES = 200;
 const TIMEOUT_MS = 15 * 60_000;
 const ALL_ROWS = ['sidecar', 'sidecar-otlp', 'otelcol', 'otelcol-gzip1', 'rsyslog', 'sidecar-shaped', 'sidecar-parse', 'sidecar-parse-mask', 'sidecar-parse-original', 'otelcol-parse'] as const;
@@ -100,16 +109,7 @@ if (oneCore) {
   spawnSync('taskset', ['-pc', '1', String(process.pid)], { stdio: 'ignore' });
 }
 
-interface Row {
-  key?: RowKey;
-  name: string;
-  seconds: number;
-  MiBps: number;
-  linesPerSec: number;
-  cpuSeconds: number;
-  peakRssMiB: number;
-  startupMs: number;
-}
+type Row = Sample & { key?: RowKey };
 
 function row(name: string, bytes: number, lines: number, startedAt: number, firstAt: number | undefined, doneAt: number, s: { cpuSeconds: number; peakRssMiB: number }): Row {
   const seconds = (doneAt - startedAt) / 1000;
@@ -409,43 +409,67 @@ const runners: Record<RowKey, () => Promise<Row>> = {
   // The exporter as in the otelcol-gzip1 row, which the headline ratio uses.
   'otelcol-parse': () => benchOtelcol(shapedCorpus(), 1, SHAPING),
 };
-const rows: Row[] = [];
-for (const key of ALL_ROWS) if (ROWS.has(key)) rows.push({ ...(await runners[key]()), key });
+// Each row runs REPEATS times. A round runs every chosen row once, and each
+// round starts one row further down the list, so a drift of the machine over
+// the run (another process, the CPU's clock, the page cache) hits every arm
+// alike instead of the rows that happen to come last.
+const order = ALL_ROWS.filter((k) => ROWS.has(k));
+const samples = new Map<RowKey, Row[]>(order.map((k) => [k, []]));
+for (let round = 0; round < REPEATS; round++) {
+  for (let i = 0; i < order.length; i++) {
+    const key = order[(i + round) % order.length]!;
+    log(`round ${round + 1}/${REPEATS}: ${key}`);
+    samples.get(key)!.push({ ...(await runners[key]()), key });
+  }
+}
 const perCpu = (r: Row) => (r.MiBps * r.seconds) / r.cpuSeconds;
+const rows = order.map((k) => summarize(samples.get(k)!, perCpu));
 console.log('');
-console.log('sender                                     seconds   MiB/s     lines/s   cpu_s  MiB/cpu_s  peak_rss_MiB  startup_ms');
+console.log(`medians over ${REPEATS} repeat(s); MiB/cpu_s also as min-max and spread (max/min)`);
+console.log('sender                                                     seconds   MiB/s     lines/s   cpu_s  MiB/cpu_s  min-max          spread  peak_rss_MiB  startup_ms');
 for (const r of rows) {
   console.log(
-    `${r.name.padEnd(42)} ${fmt(r.seconds, 2).padStart(7)} ${fmt(r.MiBps).padStart(7)} ${fmt(r.linesPerSec, 0).padStart(11)} ${fmt(r.cpuSeconds, 2).padStart(6)} ${fmt(perCpu(r)).padStart(10)} ${fmt(r.peakRssMiB).padStart(13)} ${fmt(r.startupMs, 0).padStart(11)}`,
+    `${r.name.padEnd(58)} ${fmt(r.seconds, 2).padStart(7)} ${fmt(r.MiBps).padStart(7)} ${fmt(r.linesPerSec, 0).padStart(11)} ${fmt(r.cpuSeconds, 2).padStart(6)} ${fmt(r.perCpu).padStart(10)}  ${`${fmt(r.perCpuMin)}-${fmt(r.perCpuMax)}`.padEnd(15)} ${fmt(r.perCpuMax / r.perCpuMin, 2).padStart(6)} ${fmt(r.peakRssMiB).padStart(13)} ${fmt(r.startupMs, 0).padStart(11)}`,
   );
 }
-const by = (k: RowKey) => rows.find((r) => r.key === k);
 // Wall-clock MiB/s suffers when other work shares the machine; MiB per CPU second much less so.
-console.log(`load average during the run: ${loadavg().map((l) => fmt(l, 2)).join(' ')}`);
-const me = by('sidecar');
-const otlp = by('sidecar-otlp');
-const rsyslog = by('rsyslog');
-const collectorDefault = by('otelcol');
-const collectorGzip1 = by('otelcol-gzip1');
-const parsing = by('sidecar-parse');
-const collectorParsing = by('otelcol-parse');
-const shapedRaw = by('sidecar-shaped');
-if (parsing && collectorParsing) console.log(`ratio sidecar/otelcol per CPU-second with parsing: ${fmt(perCpu(parsing) / perCpu(collectorParsing), 2)}x`);
-const parsingMasked = by('sidecar-parse-mask');
-if (parsingMasked && collectorParsing) console.log(`ratio sidecar/otelcol per CPU-second with parsing, every mask on: ${fmt(perCpu(parsingMasked) / perCpu(collectorParsing), 2)}x`);
-if (parsingMasked && parsing) console.log(`ratio sidecar otlp with parsing, every mask on/masks off per CPU-second: ${fmt(perCpu(parsingMasked) / perCpu(parsing), 2)}x`);
-const parsingOriginal = by('sidecar-parse-original');
-if (parsingOriginal && collectorParsing) console.log(`ratio sidecar/otelcol per CPU-second with parsing, the line beside every JSON record: ${fmt(perCpu(parsingOriginal) / perCpu(collectorParsing), 2)}x`);
-if (parsing && (shapedRaw ?? otlp)) {
-  const base = (shapedRaw ?? otlp)!;
-  const note = shapedRaw ? 'both on the shaped corpus' : 'without: the otlp row on the plain corpus';
-  console.log(`ratio sidecar otlp with parsing/without per CPU-second: ${fmt(perCpu(parsing) / perCpu(base), 2)}x (${note})`);
+console.log(`load average at the end of the run: ${loadavg().map((l) => fmt(l, 2)).join(' ')}`);
+const has = (k: RowKey) => samples.has(k);
+/**
+ * "<median ratio>x (per repeat <min>-<max>, spread <max/min>)": the figure is
+ * the ratio of the two rows' medians; the spread is that of the ratios of the
+ * rows' samples taken in the same round, so it shows how far one round's
+ * comparison can be trusted.
+ */
+function ratio(a: RowKey, b: RowKey, metric: (r: Row) => number = perCpu): string {
+  const sa = samples.get(a)!;
+  const sb = samples.get(b)!;
+  const med = median(sa.map(metric)) / median(sb.map(metric));
+  const rounds = sa.map((r, i) => metric(r) / metric(sb[i]!));
+  const lo = Math.min(...rounds);
+  const hi = Math.max(...rounds);
+  return `${fmt(med, 2)}x (per repeat ${fmt(lo, 2)}-${fmt(hi, 2)}, spread ${fmt(hi / lo, 2)})`;
 }
-if (unjoined.length > 0) console.log(`warning: not joined into the corpus's events, so not yet a like-for-like parsing row: ${unjoined.join('; ')}`);
-if (me && rsyslog) console.log(`ratio sidecar/rsyslog throughput: ${fmt(me.MiBps / rsyslog.MiBps, 2)}x`);
-if (otlp && collectorDefault) console.log(`ratio sidecar/otelcol per CPU-second at the collector's default gzip: ${fmt(perCpu(otlp) / perCpu(collectorDefault), 2)}x`);
+const throughput = (r: Row) => r.MiBps;
+if (has('sidecar-parse') && has('otelcol-parse')) console.log(`ratio sidecar/otelcol per CPU-second with parsing: ${ratio('sidecar-parse', 'otelcol-parse')}`);
+if (has('sidecar-parse-mask') && has('otelcol-parse')) console.log(`ratio sidecar/otelcol per CPU-second with parsing, every mask on: ${ratio('sidecar-parse-mask', 'otelcol-parse')}`);
+if (has('sidecar-parse-mask') && has('sidecar-parse')) console.log(`ratio sidecar otlp with parsing, every mask on/masks off per CPU-second: ${ratio('sidecar-parse-mask', 'sidecar-parse')}`);
+if (has('sidecar-parse-original') && has('otelcol-parse')) console.log(`ratio sidecar/otelcol per CPU-second with parsing, the line beside every JSON record: ${ratio('sidecar-parse-original', 'otelcol-parse')}`);
+if (has('sidecar-parse') && (has('sidecar-shaped') || has('sidecar-otlp'))) {
+  const base: RowKey = has('sidecar-shaped') ? 'sidecar-shaped' : 'sidecar-otlp';
+  const note = base === 'sidecar-shaped' ? 'both on the shaped corpus' : 'without: the otlp row on the plain corpus';
+  console.log(`ratio sidecar otlp with parsing/without per CPU-second: ${ratio('sidecar-parse', base)} (${note})`);
+}
+if (unjoined.length > 0) console.log(`warning: not joined into the corpus's events, so not yet a like-for-like parsing row: ${[...new Set(unjoined)].join('; ')}`);
+if (has('sidecar') && has('rsyslog')) console.log(`ratio sidecar/rsyslog throughput: ${ratio('sidecar', 'rsyslog', throughput)}`);
+if (has('sidecar-otlp') && has('otelcol')) console.log(`ratio sidecar/otelcol per CPU-second at the collector's default gzip: ${ratio('sidecar-otlp', 'otelcol')}`);
+const byKey = (k: RowKey) => rows.find((r) => r.key === k);
+const me = byKey('sidecar');
+const otlp = byKey('sidecar-otlp');
+const collectorGzip1 = byKey('otelcol-gzip1');
+const rsyslog = byKey('rsyslog');
 if (otlp && collectorGzip1) {
   console.log(`peak RSS sidecar (otlp) ${fmt(otlp.peakRssMiB)} MiB vs otelcol ${fmt(collectorGzip1.peakRssMiB)} MiB`);
-  console.log(`ratio sidecar/otelcol per CPU-second: ${fmt(perCpu(otlp) / perCpu(collectorGzip1), 2)}x`);
+  console.log(`ratio sidecar/otelcol per CPU-second: ${ratio('sidecar-otlp', 'otelcol-gzip1')}`);
 }
 if (me) console.log(`MiBps=${fmt(me.MiBps)} peak_rss_MiB=${fmt(me.peakRssMiB)} startup_ms=${fmt(me.startupMs, 0)} peer_MiBps=${rsyslog ? fmt(rsyslog.MiBps) : 'n/a'}`);

@@ -2,11 +2,12 @@
 // server (bench/webhook/server.ts, bundled, plain node) under --cpu-prof,
 // loads the baseline route /allow and then /mutate for PROFILE_SECONDS each,
 // and prints each window's CPU per request and /mutate's top self-time
-// functions and modules: the text of the flame graph's widest leaves. The
-// .cpuprofile is kept (its path is printed) for a flame graph viewer.
+// functions and modules: the text of the flame graph's widest leaves. With
+// PROFILE_KEEP=1 the .cpuprofile is kept (its path is printed) for a flame
+// graph viewer; otherwise its folder is removed at exit.
 import autocannon from 'autocannon';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -23,6 +24,8 @@ const nowUs = () => Number(process.hrtime.bigint() / 1000n);
 
 const bundle = await bundleEntry(join(here, 'server.ts'));
 const profDir = mkdtempSync(join(tmpdir(), 'jobharvest-prof-'));
+const KEEP = process.env.PROFILE_KEEP === '1';
+if (!KEEP) process.once('exit', () => rmSync(profDir, { recursive: true, force: true }));
 const server = spawn(process.execPath, ['--cpu-prof', `--cpu-prof-dir=${profDir}`, bundle], { stdio: ['ignore', 'pipe', 'inherit'] });
 const port = await new Promise<number>((resolve, reject) => {
   createInterface({ input: server.stdout! }).once('line', (l) => resolve(Number(l)));
@@ -52,7 +55,7 @@ const resolve = sourceMapResolver();
 const a = summarize(profile, TOP, allow.window, resolve);
 const m = summarize(profile, TOP, mutate.window, resolve);
 const perReq = (busyMs: number, n: number) => (busyMs * 1000) / n;
-console.log(`profile: ${join(profDir, file)}`);
+console.log(KEEP ? `profile: ${join(profDir, file)}` : 'profile: removed at exit (PROFILE_KEEP=1 keeps it)');
 console.log(`/allow:  ${allow.requests} requests, ${perReq(a.busyMs, allow.requests).toFixed(1)} µs CPU per request`);
 console.log(`/mutate: ${mutate.requests} requests, ${perReq(m.busyMs, mutate.requests).toFixed(1)} µs CPU per request`);
 console.log('');

@@ -21,6 +21,22 @@ describe('Batcher', () => {
     expect(out[2]!.records.map((r) => r.message)).toEqual(['m6']);
   });
 
+  it('hands on arrays that hold exactly the batch, however the batch sizes change', () => {
+    const out: Batch[] = [];
+    const b = new Batcher({ maxBytes: 1e9, maxRecords: 4, maxWaitMs: 60_000 }, (x) => out.push(x));
+    const sizes = [4, 1, 3, 4, 2, 4];
+    let n = 0;
+    for (const size of sizes) {
+      for (let i = 0; i < size; i++) b.add(makeRecord(`m${n++}`));
+      if (size < 4) b.flush();
+      expect(b.pending).toBe(0);
+    }
+    expect(out.map((x) => x.records.length)).toEqual(sizes);
+    expect(out.flatMap((x) => x.records.map((r) => r.message))).toEqual(Array.from({ length: n }, (_, i) => `m${i}`));
+    // No holes: every index up to the length holds a record.
+    for (const x of out) expect(x.records.every((r, i) => i in x.records && r !== undefined)).toBe(true);
+  });
+
   it('seals by estimated bytes', () => {
     const out: Batch[] = [];
     const msg = 'x'.repeat(1000);

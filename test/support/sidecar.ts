@@ -132,6 +132,8 @@ export interface SidecarOptions {
   extraEnv?: Record<string, string>;
   /** The node binary (default: this test's node, or its copy for another user). */
   node?: string;
+  /** Node flags after the injected ones, for a benchmark's diagnostics (--trace-gc, --cpu-prof). */
+  moreNodeFlags?: string[];
 }
 
 /** The sidecar's exit summary; the field names are the sidecar's. */
@@ -180,7 +182,7 @@ export class SidecarProcess {
     Object.assign(env, opts.extraEnv);
     // The node flags the webhook injects (config sidecar.args), so tests and the
     // bench run the sidecar exactly as a pod does.
-    const nodeFlags = defaultConfig().sidecar.args.filter((a) => a.startsWith('--'));
+    const nodeFlags = [...defaultConfig().sidecar.args.filter((a) => a.startsWith('--')), ...(opts.moreNodeFlags ?? [])];
     const cmd = opts.cpus ? 'taskset' : node;
     const args = opts.cpus ? ['-c', opts.cpus, node, ...nodeFlags, bundle] : [...nodeFlags, bundle];
     const child = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'], uid: opts.uid, gid: opts.gid });
