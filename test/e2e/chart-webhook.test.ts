@@ -224,9 +224,9 @@ describe("the chart's matchConditions, on the real API server", () => {
     );
 
     const before = await metrics();
-    // containers-within-bounds. No stored Job reaches 10,000 containers: past about
-    // 7,000 of the smallest (a name and an image) the Job no longer fits in etcd's
-    // 1.5 MiB request. So these are server-side dry runs, which run every admission
+    // containers-within-bounds. No stored Job reaches 10,000 containers: 8,000 of the
+    // smallest (a name and an image) no longer fit in etcd's default 1.5 MiB request,
+    // 7,000 still do. So these are server-side dry runs, which run every admission
     // step and validation and return the Job without storing it; the webhook is
     // called for them (sideEffects NoneOnDryRun).
     const create = (body: V1Job, dryRun = false) => cluster.batch.createNamespacedJob({ namespace: ns, body, ...(dryRun ? { dryRun: 'All' } : {}) });
