@@ -55,7 +55,7 @@ export function program(): Command {
         const d = v.result.decision;
         const line =
           d.action === 'inject'
-            ? `${v.ref}: inject (mode=${d.mode}, sink=${d.settings.sink}, ttlSecondsAfterFinished=${d.ttlSecondsAfterFinished ?? `unset (sink ${d.settings.sink} is not durable)`}, drainSeconds=${d.settings.drainSeconds}${shapingSummary(d.settings)})`
+            ? `${v.ref}: inject (mode=${d.mode}, sink=${d.settings.sink}, ttlSecondsAfterFinished=${d.ttlSecondsAfterFinished ?? `unset (sink ${d.settings.sink} is not durable)`}, drainSeconds=${d.settings.drainSeconds}${d.settings.tenant !== undefined ? `, tenant=${d.settings.tenant}` : ''}${shapingSummary(d.settings)})`
             : `${v.ref}: skip (${d.reason}): ${d.detail}`;
         process.stdout.write(line + '\n');
         for (const w of v.result.warnings) process.stdout.write(`  warning: ${w}\n`);

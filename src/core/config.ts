@@ -5,6 +5,7 @@ import { parse, QUERY_TYPES } from './annotations.ts';
 import { headerListProblem } from '../contract/values.ts';
 import { MASK_BUILTINS, MULTILINE_RULES, PARSE_FORMATS, patternProblem } from '../contract/shaping-settings.ts';
 import { carriedKeyProblem, MAX_CARRIED_KEYS } from './carry.ts';
+import { tenantsProblems, tenantsSchema } from './tenants.ts';
 
 function headerList(v: string): { ok: boolean; why?: string } {
   const why = headerListProblem(v);
@@ -64,6 +65,8 @@ const configSchema = z
     webhookNamespace: z.string().default('jobharvest'),
     excludedNamespaces: z.array(z.string()).default([]),
     query: querySchema.prefault({}),
+    // Namespaces mapped to their own Secrets and log-store tenant (src/core/tenants.ts).
+    tenants: tenantsSchema,
     // e.g. a Grafana Explore URL with {namespace}, {job}, {uid}, {from}, {to}: written to jobharvest.io/logs-url at admission.
     logsUrlTemplate: z.string().default(''),
     // Jobs another controller owns (docs/platforms.md). Both lists are the
@@ -218,6 +221,7 @@ export function parseConfig(input: unknown): Config {
     const r = check(value);
     if (!r.ok) problems.push(`${path}: ${(r as { why: string }).why}`);
   }
+  problems.push(...tenantsProblems(cfg.tenants));
   if (problems.length) throw new JobharvestError(ERROR_CODES.BAD_CONFIG, `invalid configuration: ${problems.join('; ')}`);
   return cfg;
 }

@@ -6,6 +6,7 @@ import { isJob, isObject, type Job, type NamespaceMeta } from './kube.ts';
 import { resolveSettings, type Settings } from './settings.ts';
 import { supportsNativeSidecars, type ServerVersion } from './server-version.ts';
 import { ownerKindName, ownerOptedIn, ttlOwnership } from './owner.ts';
+import { tenantOf } from './tenants.ts';
 
 export interface DecideContext {
   config: Config;
@@ -142,11 +143,19 @@ export function decide(job: unknown, ctx: DecideContext): Decision {
     ]);
   }
 
-  const resolved = resolveSettings(ctx.config, [
-    { level: 'namespace', annotations: ctx.namespace?.annotations },
-    { level: 'Job', annotations: meta.annotations },
-    { level: 'pod template', annotations: template?.metadata?.annotations },
-  ]);
+  // The operator's mapping of this namespace to its own Secrets and tenant.
+  // Offline there is no namespace to read, so only a mapping by name applies.
+  const tenant = tenantOf(ctx.config.tenants, ctx.namespace ? { name: ctx.namespace.name, labels: ctx.namespace.labels ?? {} } : { name: nsName, labels: undefined });
+  if (tenant.kind === 'unknown') warnings.push(`${tenant.why}: no tenant mapping applied`);
+  const resolved = resolveSettings(
+    ctx.config,
+    [
+      { level: 'namespace', annotations: ctx.namespace?.annotations },
+      { level: 'Job', annotations: meta.annotations },
+      { level: 'pod template', annotations: template?.metadata?.annotations },
+    ],
+    tenant.kind === 'tenant' ? tenant.tenant : undefined,
+  );
   warnings.push(...resolved.warnings);
   const { settings } = resolved;
   if (settings.sink !== 'stdout' && settings.endpoint === undefined) {

@@ -10,6 +10,7 @@ import { type Container, type Job, type JobSpec, type LimitRangeItem, type Obj, 
 import type { Settings } from './settings.ts';
 import { sharedValue } from './patch.ts';
 import { carriedMetadata } from './carry.ts';
+import { vlTenantHeaders } from './tenants.ts';
 import { ephemeralStorage, limitRangeWarnings, resourcesField, sizeSidecar, type Resources } from './resources.ts';
 
 export interface InjectParams {
@@ -316,6 +317,9 @@ function pinServiceLinkable(env: Obj[]): void {
 const fieldRef = (fieldPath: string): Obj => ({ valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath } } });
 const secretRef = (name: string, key: string): Obj => ({ valueFrom: { secretKeyRef: { name, key, optional: true } } });
 
+/** The sinks that send HTTP requests, and so JOBHARVEST_HEADERS. */
+const HEADER_SINKS: ReadonlySet<string> = new Set(['http', 'loki', 'elasticsearch', 'otlp']);
+
 function sidecarEnv(s: Settings, mode: SourceMode, config: Config): Obj[] {
   const env: Obj[] = [
     { name: ENV.POD_NAME.name, ...fieldRef('metadata.name') },
@@ -338,7 +342,11 @@ function sidecarEnv(s: Settings, mode: SourceMode, config: Config): Obj[] {
     [ENV.FORWARD_TAG.name, s.sink === 'forward' ? s.forwardTag : undefined],
   ];
   for (const [name, value] of plain) if (value !== undefined) env.push({ name, value });
-  if (config.sink.headers) env.push({ name: ENV.HEADERS.name, value: config.sink.headers });
+  // A tenant mapping's VictoriaLogs tenant goes after the operator's headers,
+  // so it wins over a header of the same name there (the sidecar keeps the last).
+  const vl = HEADER_SINKS.has(s.sink) ? vlTenantHeaders(s) : undefined;
+  const headers = [config.sink.headers, ...Object.entries(vl ?? {}).map(([k, v]) => `${k}=${v}`)].filter(Boolean).join(',');
+  if (headers) env.push({ name: ENV.HEADERS.name, value: headers });
   if (!config.sink.gzip) env.push({ name: ENV.GZIP.name, value: 'false' });
   if (s.tlsSecret) {
     env.push({ name: ENV.TLS_CA_FILE.name, value: `${NAMES.tlsMountPath}/ca.crt` });

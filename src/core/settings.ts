@@ -3,8 +3,9 @@ import type { MultilineRule, ParseFormat } from '../contract/shaping-settings.ts
 import { redactUrls } from '../contract/redact.ts';
 import { ANNOTATIONS, parse, type ModeSetting, type ParseResult } from './annotations.ts';
 import type { Config } from './config.ts';
+import type { Tenant } from './tenants.ts';
 
-/** The per-Job settings, after precedence: global < namespace < Job < pod template. */
+/** The per-Job settings, after precedence: global < tenant mapping < namespace < Job < pod template. */
 export interface Settings {
   mode: ModeSetting;
   sink: SinkType;
@@ -17,6 +18,11 @@ export interface Settings {
   otlpEncoding: 'protobuf' | 'json' | undefined;
   lokiTenant: string | undefined;
   forwardTag: string | undefined;
+  /** VictoriaLogs tenant (AccountID, ProjectID headers); set only by a tenant mapping. */
+  accountID: number | undefined;
+  projectID: number | undefined;
+  /** The name of the tenant mapping applied (src/core/tenants.ts), if any. */
+  tenant: string | undefined;
   /** Built-in multiline rules; empty: none. */
   multiline: MultilineRule[];
   multilineStart: string | undefined;
@@ -65,6 +71,9 @@ export function globalSettings(cfg: Config): Settings {
     otlpEncoding: cfg.sink.otlpEncoding,
     lokiTenant: cfg.sink.lokiTenant,
     forwardTag: cfg.sink.forwardTag,
+    accountID: undefined,
+    projectID: undefined,
+    tenant: undefined,
     multiline: [...new Set(cfg.sidecar.multiline.rules)],
     multilineStart: cfg.sidecar.multiline.start?.trim(),
     parse: cfg.sidecar.parse.format,
@@ -76,19 +85,45 @@ function show(v: unknown): string {
   return v === undefined ? 'unset' : String(v);
 }
 
+/** What a tenant mapping sets, over the global configuration. */
+export const TENANT_FIELDS = ['authSecret', 'tlsSecret', 'lokiTenant', 'esIndex', 'accountID', 'projectID'] as const;
 /**
- * Applies the annotation levels over the global settings, lowest first. An
- * invalid value never wins and never blocks: it becomes a warning, and the value
- * from the level below stays.
+ * The tenant ids a Job or pod template may not change where a mapping sets
+ * them: which tenant a record goes to is the operator's choice. The Secrets
+ * stay a Job's to name, as they are always its own namespace's.
  */
-export function resolveSettings(cfg: Config, levels: AnnotationLevel[]): { settings: Settings; warnings: string[] } {
+export const TENANT_LOCKED: ReadonlySet<keyof Settings> = new Set(['lokiTenant', 'esIndex']);
+
+/**
+ * Applies the tenant mapping of the Job's namespace, if any, then the
+ * annotation levels over the global settings, lowest first. An invalid value
+ * never wins and never blocks: it becomes a warning, and the value from the
+ * level below stays; so does a Job's or pod template's tenant id where the
+ * mapping sets one.
+ */
+export function resolveSettings(cfg: Config, levels: AnnotationLevel[], tenant?: Tenant): { settings: Settings; warnings: string[] } {
   const settings = globalSettings(cfg);
   const warnings: string[] = [];
+  const locked = new Set<keyof Settings>();
+  if (tenant) {
+    settings.tenant = tenant.name;
+    for (const k of TENANT_FIELDS) {
+      if (tenant[k] === undefined) continue;
+      (settings as unknown as Record<string, unknown>)[k] = tenant[k];
+      if (TENANT_LOCKED.has(k)) locked.add(k);
+    }
+  }
   for (const { level, annotations } of levels) {
     if (!annotations) continue;
     for (const f of FIELDS) {
       const raw = annotations[f.annotation];
       if (raw === undefined) continue;
+      if (level !== 'namespace' && locked.has(f.key)) {
+        warnings.push(
+          `${level} annotation ${f.annotation}=${JSON.stringify(truncate(redactUrls(raw), 64))} ignored: the namespace's log-store tenant is the operator's (tenant mapping ${tenant!.name}); using ${show(settings[f.key])}`,
+        );
+        continue;
+      }
       const r = f.parse(raw);
       if (r.ok) {
         (settings as unknown as Record<string, unknown>)[f.key] = r.value;

@@ -13,6 +13,8 @@ export interface QueryTarget {
   index: string;
   /** loki: X-Scope-OrgID. */
   tenant: string | undefined;
+  /** victorialogs: the AccountID and ProjectID headers, where a tenant mapping sets them. */
+  vlTenant?: { accountID: number; projectID: number };
   /** How it was found, for --explain. */
   how: string;
 }
@@ -22,6 +24,9 @@ export interface SinkView {
   endpoint: string | undefined;
   esIndex: string | undefined;
   lokiTenant: string | undefined;
+  /** VictoriaLogs tenant; an id left out is 0. */
+  accountID?: number | undefined;
+  projectID?: number | undefined;
 }
 
 export interface QueryView {
@@ -41,9 +46,16 @@ export function notQueryable(sink: SinkType, why: string): string {
  * Decides where to query. An explicit query endpoint wins; otherwise the sink
  * endpoint itself, when it is one a query API sits on: VictoriaLogs' ingestion
  * paths (`/insert/...`), Loki's push API, Elasticsearch/OpenSearch `_bulk`.
- * Returns a string, the reason, when there is nothing to query.
+ * Returns a string, the reason, when there is nothing to query. A VictoriaLogs
+ * target carries the tenant a mapping set (its AccountID and ProjectID).
  */
 export function resolveTarget(sink: SinkView, query: QueryView): QueryTarget | string {
+  const t = targetOf(sink, query);
+  if (typeof t === 'string' || t.type !== 'victorialogs' || (sink.accountID === undefined && sink.projectID === undefined)) return t;
+  return { ...t, vlTenant: { accountID: sink.accountID ?? 0, projectID: sink.projectID ?? 0 } };
+}
+
+function targetOf(sink: SinkView, query: QueryView): QueryTarget | string {
   const fields = FIELDS_OF[sink.sink] ?? 'document';
   const index = sink.esIndex ?? 'jobharvest';
   if (query.endpoint) {

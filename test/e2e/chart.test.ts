@@ -132,6 +132,11 @@ describe('values.schema.json', () => {
     ['zero replicas', { webhook: { replicas: 0 } }, /replicas/],
     ['an image digest that is not sha256:<64 hex>', { image: { digest: 'latest' } }, /digest/],
     ['a sidecar quantity with spaces', { sidecar: { resources: { limits: { memory: '128 Mi' } } } }, /memory/],
+    // An empty selector would select every namespace.
+    ['a tenant mapping that selects no namespace', { tenants: [{ name: 'team-a', namespaceSelector: { matchLabels: {} } }] }, /tenants\/0/],
+    ['a tenant mapping with an invalid Secret', { tenants: [{ name: 'team-a', namespaces: ['team-a'], queryAuthSecret: 'Not_A_Name' }] }, /queryAuthSecret/],
+    ['a tenant mapping with an AccountID beyond uint32', { tenants: [{ name: 'team-a', namespaces: ['team-a'], accountID: 4294967296 }] }, /accountID/],
+    ['a tenant mapping with an unknown key', { tenants: [{ name: 'team-a', namespaces: ['team-a'], endpoint: 'http://x' }] }, /endpoint/],
   ])('rejects %s at install', async (_name, values, where) => {
     const run = await template(helm, { ...base, values });
     expect(run.code).not.toBe(0);
@@ -150,6 +155,15 @@ describe('values.schema.json', () => {
       properties: { sink: { properties: { type: { enum: string[] } } } };
     };
     expect([...schema.properties.sink.properties.type.enum].sort()).toEqual([...SINKS].sort());
+  });
+
+  it('refuses two tenant mappings of one name, and a namespace two mappings list by name', async () => {
+    const twice = await template(helm, { ...base, values: { tenants: [{ name: 'team-a', namespaces: ['a'] }, { name: 'team-a', namespaces: ['b'] }] } });
+    expect(twice.code).not.toBe(0);
+    expect(twice.stderr).toContain('tenants: the name team-a is used twice');
+    const listed = await template(helm, { ...base, values: { tenants: [{ name: 'team-a', namespaces: ['shared'] }, { name: 'team-b', namespaces: ['b', 'shared'] }] } });
+    expect(listed.code).not.toBe(0);
+    expect(listed.stderr).toContain('tenants: namespace shared is listed by both team-a and team-b');
   });
 
   it('refuses a Kubernetes release without native sidecars', async () => {
@@ -182,6 +196,10 @@ const fullValues = {
   namespaceSelection: 'label',
   excludedNamespaces: ['batch-legacy', 'ci'],
   query: { type: 'elasticsearch', endpoint: 'https://search.logging:9200', authSecret: 'search-reader' },
+  tenants: [
+    { name: 'team-a', namespaces: ['team-a', 'team-a-ci'], authSecret: 'a-writer', tlsSecret: 'a-tls', queryAuthSecret: 'a-reader', lokiTenant: 'team-a', esIndex: 'logs-a', accountID: 4294967295, projectID: 0 },
+    { name: 'team-b', namespaceSelector: { matchLabels: { 'example.com/team': 'b' } }, authSecret: 'b-writer' },
+  ],
   logsUrlTemplate: 'https://grafana.example/explore?ns={namespace}&job={job}&from={from}&to={to}',
   ownedJobs: { ttlOwners: [{ group: 'example.com', kind: 'Pipeline' }], injectOwners: [{ group: 'jobset.x-k8s.io', kind: 'JobSet' }] },
   sidecar: {
@@ -221,6 +239,8 @@ describe('the rendered configuration file', () => {
       webhookNamespace: 'batch-system',
       excludedNamespaces: ['batch-legacy', 'ci'],
       query: fullValues.query as Config['query'],
+      // Empty strings left out, 0 kept, the lists as given.
+      tenants: [fullValues.tenants[0]!, { ...fullValues.tenants[1]!, namespaces: [] }] as Config['tenants'],
       logsUrlTemplate: fullValues.logsUrlTemplate,
       ownedJobs: fullValues.ownedJobs,
       sidecar: {

@@ -86,6 +86,30 @@ Empty strings are left out, so that the webhook's own defaults apply to them.
 {{- $_ := set $query $key . }}
 {{- end }}
 {{- end }}
+{{- /* Each tenant mapping with its empty strings left out; 0 is an id. A name, and a namespace listed by name, belong to one mapping. */}}
+{{- $tenants := list }}
+{{- $tenantNames := dict }}
+{{- $listedBy := dict }}
+{{- range .Values.tenants }}
+{{- if hasKey $tenantNames .name }}
+{{- fail (printf "tenants: the name %s is used twice; see docs/configuration.md" .name) }}
+{{- end }}
+{{- $_ := set $tenantNames .name true }}
+{{- $name := .name }}
+{{- range (default list .namespaces) }}
+{{- if hasKey $listedBy . }}
+{{- fail (printf "tenants: namespace %s is listed by both %s and %s; see docs/configuration.md" . (get $listedBy .) $name) }}
+{{- end }}
+{{- $_ := set $listedBy . $name }}
+{{- end }}
+{{- $t := dict }}
+{{- range $key, $v := . }}
+{{- if and (not (kindIs "invalid" $v)) (ne (toString $v) "") }}
+{{- $_ := set $t $key $v }}
+{{- end }}
+{{- end }}
+{{- $tenants = append $tenants $t }}
+{{- end }}
 {{- $shaping := dict }}
 {{- range $group, $keys := dict "multiline" (list "rules" "start" "maxLines" "maxBytes" "flushMs") "parse" (list "format" "maxFields" "maxDepth" "original") "mask" (list "builtin" "patterns" "replacement") "carry" (list "labels" "annotations") "loki" (list "streamLabels" "maxMetadata") }}
 {{- $values := index $.Values.sidecar $group }}
@@ -126,6 +150,9 @@ Empty strings are left out, so that the webhook's own defaults apply to them.
   "ownedJobs" .Values.ownedJobs
   "sidecar" $sidecar
 }}
+{{- with $tenants }}
+{{- $_ := set $config "tenants" . }}
+{{- end }}
 {{- toYaml $config }}
 {{- end }}
 

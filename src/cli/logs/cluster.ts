@@ -11,6 +11,8 @@ export interface ClusterView {
   job?: { annotations: Record<string, string>; template: Record<string, string>; uid?: string; containers: string[]; createdMs?: number };
   jobFound: 'exists' | 'gone' | 'unreadable';
   namespaceAnnotations?: Record<string, string>;
+  /** Read with the annotations: a tenant mapping may select the namespace by label. */
+  namespaceLabels?: Record<string, string>;
   namespaceNote: string;
   config?: Config;
   configNote: string;
@@ -150,8 +152,10 @@ export async function readCluster(o: Pick<LogsOptions, 'kubeconfig' | 'context' 
   } else {
     view.jobFound = (jobR.reason as { code?: number }).code === 404 ? 'gone' : 'unreadable';
   }
-  if (nsR.status === 'fulfilled') view.namespaceAnnotations = nsR.value.metadata?.annotations ?? {};
-  else view.namespaceNote = `namespace ${ns}: ${why(nsR.reason)}`;
+  if (nsR.status === 'fulfilled') {
+    view.namespaceAnnotations = nsR.value.metadata?.annotations ?? {};
+    view.namespaceLabels = nsR.value.metadata?.labels ?? {};
+  } else view.namespaceNote = `namespace ${ns}: ${why(nsR.reason)}`;
   if (chart.config) view.config = chart.config;
   view.configNote = chart.note;
   view.secret = async (name) => {

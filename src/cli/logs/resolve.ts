@@ -1,7 +1,8 @@
 import { redactUrls } from '../../contract/redact.ts';
 import { ANNOTATIONS, DEFAULT_CONTAINER_ANNOTATION, parse, QUERY_TYPES, type ParseResult, type QueryType } from '../../core/annotations.ts';
 import { defaultConfig } from '../../core/config.ts';
-import { resolveSettings, type AnnotationLevel } from '../../core/settings.ts';
+import { resolveSettings, TENANT_LOCKED, type AnnotationLevel } from '../../core/settings.ts';
+import { tenantOf, type Tenant } from '../../core/tenants.ts';
 import { resolveTarget, type QueryTarget } from '../../query/resolve.ts';
 import type { ClusterView } from './cluster.ts';
 import type { LogsOptions } from './options.ts';
@@ -78,19 +79,29 @@ export function plan(o: LogsOptions, view: ClusterView): Plan {
     { level: 'Job', annotations: view.job?.annotations },
     { level: 'pod template', annotations: view.job?.template },
   ];
-  const { settings, warnings: w } = resolveSettings(config, levels);
+  // The namespace's own Secrets and tenant, as the chart maps them: by name,
+  // or by labels, which are known only when the namespace could be read.
+  const match = tenantOf(config.tenants, { name: view.namespace, labels: view.namespaceLabels });
+  const tenant: Tenant | undefined = match.kind === 'tenant' ? match.tenant : undefined;
+  if (match.kind === 'tenant') sources.push(`tenant mapping: ${match.tenant.name} (chart configuration tenants: ${match.by})`);
+  if (match.kind === 'unknown') sources.push(`tenant mapping: unknown (${match.why})`);
+  const { settings, warnings: w } = resolveSettings(config, levels, tenant);
   warnings.push(...w);
-  /** The level whose valid annotation won, as resolveSettings applied them; else the chart or the default. */
-  const originOf = (annotation: string, check: (v: string) => ParseResult<unknown>, chartValue: unknown, chartKey: string): Origin => {
+  /** The level whose valid annotation won, as resolveSettings applied them; else the tenant mapping, the chart or the default. */
+  const originOf = (annotation: string, check: (v: string) => ParseResult<unknown>, chartValue: unknown, chartKey: string, tenantKey?: keyof Tenant): Origin => {
+    const mapped = tenant !== undefined && tenantKey !== undefined && tenant[tenantKey] !== undefined;
+    const locked = mapped && TENANT_LOCKED.has(tenantKey as never);
     for (const level of LEVELS_HIGH_FIRST) {
+      if (locked && level !== 'namespace') continue;
       const raw = levels.find((l) => l.level === level)?.annotations?.[annotation];
       if (raw !== undefined && check(raw).ok) return { from: `${level} annotation ${annotation}`, operator: false };
     }
+    if (mapped) return { from: `tenant mapping ${tenant.name} ${tenantKey}`, operator: true };
     return chartValue !== undefined && view.config ? { from: `chart configuration ${chartKey}`, operator: true } : { from: 'default', operator: true };
   };
   const sinkFrom = originOf(ANNOTATIONS.sink, parse.sink, config.sink.type, 'sink.type');
   const endpointFrom = originOf(ANNOTATIONS.endpoint, parse.endpoint, config.sink.endpoint, 'sink.endpoint');
-  const authFrom = originOf(ANNOTATIONS.authSecret, parse.secretName, config.sink.authSecret, 'sink.authSecret');
+  const authFrom = originOf(ANNOTATIONS.authSecret, parse.secretName, config.sink.authSecret, 'sink.authSecret', 'authSecret');
   const short = (f: Origin) => (f.from.startsWith('chart configuration') ? 'chart configuration' : f.from);
   sources.push(`sink: ${settings.sink} (${short(sinkFrom)})`);
   if (settings.endpoint) sources.push(`sink endpoint: ${redactUrls(settings.endpoint)} (${short(endpointFrom)})`);
@@ -115,7 +126,7 @@ export function plan(o: LogsOptions, view: ClusterView): Plan {
   else if (config.query.endpoint) [qEndpoint, qFrom] = [config.query.endpoint, { from: 'chart configuration query.endpoint', operator: true }];
   const esIndex = o.esIndex ?? settings.esIndex;
   const lokiTenant = o.lokiTenant ?? settings.lokiTenant;
-  let target = resolveTarget({ sink: settings.sink, endpoint: settings.endpoint, esIndex, lokiTenant }, { type: qType, endpoint: qEndpoint });
+  let target = resolveTarget({ sink: settings.sink, endpoint: settings.endpoint, esIndex, lokiTenant, accountID: settings.accountID, projectID: settings.projectID }, { type: qType, endpoint: qEndpoint });
   if (typeof target !== 'string' && qFrom) target = { ...target, how: `${target.how} from ${qFrom.from}` };
 
   let endpoint: Plan['endpoint'];
@@ -132,8 +143,9 @@ export function plan(o: LogsOptions, view: ClusterView): Plan {
     const trusted = chooser.operator || (o.trustEndpoint !== undefined && sameEndpoint(o.trustEndpoint, target.endpoint));
     endpoint = { from: qFrom ? qFrom.from : `derived from the sink endpoint (${short(endpointFrom)})`, operator: chooser.operator, trusted };
     sources.push(`query endpoint: ${redactUrls(target.endpoint)} (${endpoint.from}${!chooser.operator && trusted ? ', trusted with --trust-endpoint' : ''})`);
-    if (target.type === 'elasticsearch') sources.push(`index: ${target.index} (${o.esIndex ? '--es-index' : short(originOf(ANNOTATIONS.esIndex, parse.esIndex, config.sink.esIndex, 'sink.esIndex'))})`);
-    if (target.type === 'loki' && target.tenant) sources.push(`tenant: ${target.tenant} (${o.lokiTenant ? '--loki-tenant' : short(originOf(ANNOTATIONS.lokiTenant, parse.lokiTenant, config.sink.lokiTenant, 'sink.lokiTenant'))})`);
+    if (target.type === 'elasticsearch') sources.push(`index: ${target.index} (${o.esIndex ? '--es-index' : short(originOf(ANNOTATIONS.esIndex, parse.esIndex, config.sink.esIndex, 'sink.esIndex', 'esIndex'))})`);
+    if (target.type === 'loki' && target.tenant) sources.push(`tenant: ${target.tenant} (${o.lokiTenant ? '--loki-tenant' : short(originOf(ANNOTATIONS.lokiTenant, parse.lokiTenant, config.sink.lokiTenant, 'sink.lokiTenant', 'lokiTenant'))})`);
+    if (target.vlTenant) sources.push(`tenant: AccountID ${target.vlTenant.accountID}, ProjectID ${target.vlTenant.projectID} (tenant mapping ${tenant?.name ?? ''})`);
   }
 
   // Which containers: kubectl's default container while the Job exists.
@@ -160,7 +172,24 @@ export function plan(o: LogsOptions, view: ClusterView): Plan {
   if (o.tokenFile) credentials = { kind: 'token-file', path: o.tokenFile };
   else if (o.envToken) credentials = { kind: 'env' };
   else if (o.username !== undefined && o.passwordFile) credentials = { kind: 'basic', username: o.username, passwordFile: o.passwordFile };
-  else if (config.query.authSecret && view.config) credentials = { kind: 'secret', name: config.query.authSecret, namespace: view.namespace, from: 'chart configuration query.authSecret' };
+  else if (match.kind === 'unknown') {
+    // Its tenant's credential may be another one than the chart's: sending
+    // the chart's instead would be guessing, with a credential of other namespaces.
+    credentials = { kind: 'none', why: 'the namespace\'s tenant mapping is not known' };
+    warnings.push(`${match.why}, so which of the chart's credentials is this namespace's is not known: none is read; --token-file or --username/--password-file sends your own`);
+  } else if (tenant) {
+    // A mapped namespace's own credential only: never the chart's global
+    // query.authSecret or sink.authSecret, which may read other namespaces' logs.
+    const ownAuth = settings.authSecret !== undefined && !jobNamed && !authFrom.from.startsWith('chart configuration') && authFrom.from !== 'default';
+    if (tenant.queryAuthSecret) credentials = { kind: 'secret', name: tenant.queryAuthSecret, namespace: view.namespace, from: `tenant mapping ${tenant.name} queryAuthSecret` };
+    else if (ownAuth) credentials = { kind: 'secret', name: settings.authSecret!, namespace: view.namespace, from: short(authFrom) };
+    else {
+      credentials = { kind: 'none', why: `tenant mapping ${tenant.name} names no credential` };
+      if (config.query.authSecret || config.sink.authSecret) {
+        warnings.push(`tenant mapping ${tenant.name} names no queryAuthSecret or authSecret for namespace ${view.namespace}: the chart's global ${config.query.authSecret ? 'query.authSecret' : 'sink.authSecret'} is not used for it`);
+      }
+    }
+  } else if (config.query.authSecret && view.config) credentials = { kind: 'secret', name: config.query.authSecret, namespace: view.namespace, from: 'chart configuration query.authSecret' };
   else if (settings.authSecret && !jobNamed) credentials = { kind: 'secret', name: settings.authSecret, namespace: view.namespace, from: short(authFrom) };
   // Said whether or not another source came first: it is where a setting came from.
   if (settings.authSecret && jobNamed) warnings.push(`Secret ${settings.authSecret} named by the ${authFrom.from} is not read: a Job's annotations are its author's, and the Secret would be read with your kubeconfig`);

@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { redactUrls } from '../../contract/redact.ts';
 import { ERROR_CODES, JobharvestError } from '../../core/errors.ts';
-import type { Credentials } from '../../query/http.ts';
+import type { Credentials, HttpOptions } from '../../query/http.ts';
+import { VL_TENANT_HEADERS } from '../../core/tenants.ts';
 import type { QueryTarget } from '../../query/resolve.ts';
 import { compareLines, formatTimeNs, transient, type LogLine, type LogQuery, type QueryClient } from '../../query/types.ts';
 import { readCluster, type ClusterView, type JobState } from './cluster.ts';
@@ -45,8 +46,9 @@ export async function loadCredentials(p: CredentialPlan, o: Pick<LogsOptions, 'e
 
 /** `jobPattern`: the client is for listing the Jobs of that name pattern (a CronJob's runs), not one Job's lines. */
 export async function makeClient(t: QueryTarget, creds: Credentials | undefined, ca: string | undefined, q: LogQuery, jobPattern?: string): Promise<QueryClient> {
-  const http = { ...(creds ? { credentials: creds } : {}), ...(ca ? { ca } : {}) };
+  let http: HttpOptions = { ...(creds ? { credentials: creds } : {}), ...(ca ? { ca } : {}) };
   if (t.type === 'victorialogs') {
+    if (t.vlTenant) http = { ...http, headers: { [VL_TENANT_HEADERS.accountID]: String(t.vlTenant.accountID), [VL_TENANT_HEADERS.projectID]: String(t.vlTenant.projectID) } };
     const { VictoriaLogsClient, FIELD_MAPS, detectFields } = await import('../../query/victorialogs.ts');
     return new VictoriaLogsClient(t.endpoint, FIELD_MAPS[await detectFields(t.endpoint, q, t.fields, http, jobPattern)], http);
   }

@@ -70,6 +70,12 @@ export interface NamespaceOptions {
   psa?: 'privileged' | 'baseline' | 'restricted';
   ttlSeconds?: number;
   drainSeconds?: number;
+  /** The namespace's exact name (it must start with this stack's prefix); default: `<prefix><tag>-<random>`. */
+  name?: string;
+  /** More labels on the namespace. */
+  labels?: Record<string, string>;
+  /** Ship with the sink of the webhook's own configuration (its --config) instead of the loki sink to this stack's VictoriaLogs. */
+  configSink?: boolean;
 }
 
 export class Stack {
@@ -146,18 +152,23 @@ export class Stack {
     return ['--log-reader-clusterrole', LOG_READER_CLUSTERROLE, '--namespace', WEBHOOK_NAMESPACE, '--service-name', `jobharvest-${o.name}`, ...(o.webhookArgs ?? [])];
   }
 
-  /** An opted-in namespace whose Jobs ship to this stack's VictoriaLogs through the loki sink. */
+  /** A fresh name for a namespace of the stack named `stack`, for a configuration that must name it before the stack starts. */
+  static namespaceName(stack: string, tag: string): string {
+    return `${stack}-${tag}-${randomBytes(2).toString('hex')}`;
+  }
+
+  /** An opted-in namespace whose Jobs ship to this stack's VictoriaLogs through the loki sink (or, with `configSink`, as the webhook's configuration says). */
   async namespace(tag: string, o: NamespaceOptions = {}): Promise<string> {
-    const name = `${this.prefix}${tag}-${randomBytes(2).toString('hex')}`;
+    const name = o.name ?? Stack.namespaceName(this.name, tag);
+    if (!name.startsWith(this.prefix)) throw new Error(`namespace ${name} does not start with ${this.prefix}: this stack's kubelet would not run its pods`);
     const annotations: Record<string, string> = {
       'jobharvest.io/inject': 'enabled',
-      'jobharvest.io/sink': 'loki',
-      'jobharvest.io/endpoint': this.vl.endpoints.loki,
+      ...(o.configSink ? {} : { 'jobharvest.io/sink': 'loki', 'jobharvest.io/endpoint': this.vl.endpoints.loki }),
       'jobharvest.io/ttl-seconds-after-finished': String(o.ttlSeconds ?? 3),
       'jobharvest.io/drain-seconds': String(o.drainSeconds ?? 10),
     };
     if (o.mode) annotations['jobharvest.io/mode'] = o.mode;
-    const labels: Record<string, string> = o.psa ? { 'pod-security.kubernetes.io/enforce': o.psa } : {};
+    const labels: Record<string, string> = { ...(o.labels ?? {}), ...(o.psa ? { 'pod-security.kubernetes.io/enforce': o.psa } : {}) };
     await this.core.createNamespace({ body: { metadata: { name, annotations, labels } } });
     this.namespaces.push(name);
     if (o.mode === 'api' || (o.psa !== undefined && o.psa !== 'privileged')) {

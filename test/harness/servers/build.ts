@@ -1,10 +1,10 @@
 // `npm run servers:build`: builds or installs every real server the
 // integration tests, the e2e tests and the benchmarks use. Idempotent: cached
 // builds are reused, installed packages are left alone. `--go-only` skips the
-// benchmark's rsyslog and the e2e tests' JobSet (the integration tests need
-// neither); `--only a,b` builds just the named Go programs (`test:e2e` builds
-// victoria-logs and jobset that way).
-import { JOBSET, OTELCOL, VICTORIA_LOGS, ensureGoProgram, pinnedVersion, type GoProgram } from './go-build.ts';
+// benchmark's rsyslog and the e2e tests' JobSet and vmauth (the integration
+// tests need none of them); `--only a,b` builds just the named Go programs
+// (`test:e2e` builds jobset and vmauth that way).
+import { JOBSET, OTELCOL, VICTORIA_LOGS, VMAUTH, ensureGoProgram, pinnedVersion, type GoProgram } from './go-build.ts';
 import { ensureOpenSearch, openSearchBuildable } from './opensearch.ts';
 import { ensureRsyslog, rsyslogVersion } from './rsyslog.ts';
 import { ensureRsyslogReceiver } from './rsyslog-receiver.ts';
@@ -15,6 +15,7 @@ const GO: Array<{ program: GoProgram; pin: string; integration: boolean }> = [
   { program: VICTORIA_LOGS, pin: 'github.com/VictoriaMetrics/VictoriaLogs', integration: true },
   { program: OTELCOL, pin: 'go.opentelemetry.io/collector/otelcol', integration: true },
   { program: JOBSET, pin: 'sigs.k8s.io/jobset', integration: false },
+  { program: VMAUTH, pin: 'github.com/VictoriaMetrics/VictoriaMetrics', integration: false },
 ];
 const goOnly = process.argv.includes('--go-only');
 

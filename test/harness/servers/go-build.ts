@@ -19,6 +19,12 @@ export interface GoProgram {
 
 export const VICTORIA_LOGS: GoProgram = { name: 'victoria-logs', pkg: 'github.com/VictoriaMetrics/VictoriaLogs/app/victoria-logs' };
 export const OTELCOL: GoProgram = { name: 'otelcol', pkg: '.' };
+/**
+ * vmauth, the authenticating proxy of VictoriaMetrics (Apache-2.0), built
+ * through the wrapper module `vmauth/`: it maps each credential to a
+ * VictoriaLogs tenant for the per-namespace tenants test.
+ */
+export const VMAUTH: GoProgram = { name: 'vmauth', pkg: 'github.com/VictoriaMetrics/VictoriaMetrics/app/vmauth' };
 /** The JobSet controller manager: the root package of sigs.k8s.io/jobset, built through the wrapper module `jobset/`. */
 export const JOBSET: GoProgram = { name: 'jobset', pkg: 'sigs.k8s.io/jobset' };
 
