@@ -64,10 +64,19 @@ function recordJob(ns: string, name: string): { versions: Array<{ type: string; 
   return { versions, stop: () => req?.abort() };
 }
 
-/** The record without its signature, which must be there: an unsigned record is no report. */
+/**
+ * The record without its signature, which must be there: an unsigned record
+ * is no report. Its usage is checked here and left out of what is returned:
+ * its run time is the clock's, so the cases compare the counts exactly.
+ */
 function unsigned(raw: string): Delivery {
-  const { sig, ...d } = JSON.parse(raw) as Delivery & { sig?: string };
+  const { sig, usage, ...d } = JSON.parse(raw) as Delivery & { sig?: string };
   expect(sig).toMatch(/^v2\.[A-Za-z0-9_-]{8}\./);
+  expect(usage?.pods, "every pod's requests and run time recorded").toBe(d.pods);
+  // The sidecar alone requests cpu and memory (the webhook's defaults).
+  expect(usage!.cpu_request_millicores).toBeGreaterThan(0);
+  expect(usage!.memory_request_bytes).toBeGreaterThan(0);
+  expect(usage!.run_seconds).toBeGreaterThan(0);
   return d;
 }
 
