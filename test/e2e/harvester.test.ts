@@ -73,9 +73,6 @@ function unsigned(raw: string): Delivery {
   const { sig, usage, ...d } = JSON.parse(raw) as Delivery & { sig?: string };
   expect(sig).toMatch(/^v2\.[A-Za-z0-9_-]{8}\./);
   expect(usage?.pods, "every pod's requests and run time recorded").toBe(d.pods);
-  // The sidecar alone requests cpu and memory (the webhook's defaults).
-  expect(usage!.cpu_request_millicores).toBeGreaterThan(0);
-  expect(usage!.memory_request_bytes).toBeGreaterThan(0);
   expect(usage!.run_seconds).toBeGreaterThan(0);
   return d;
 }
