@@ -247,3 +247,34 @@ describe('jobharvest status: the signing key', () => {
     expect(await readSigningKeys(async () => mwc, async () => ({ data: {} }), {})).toEqual({ keys: undefined, note: 'Secret ops/jh-jobharvest-signing has no "key"' });
   });
 });
+
+describe('jobharvest status --watch', () => {
+  it('prints a row for each change after the list, lined up under it; a version the server no longer has (410) lists again and watches on', async () => {
+    const ac = new AbortController();
+    const api = fakeApi([job('a', { finished: false })], [KEY]);
+    const watches: Array<string | undefined> = [];
+    api.watchJobs = async ({ resourceVersion }, on) => {
+      watches.push(resourceVersion);
+      if (watches.length === 1) {
+        on({ type: 'MODIFIED', job: { ...job('a', { record: shipped }), metadata: { ...job('a', { record: shipped }).metadata, resourceVersion: '43' } as never } });
+        on({ type: 'BOOKMARK', resourceVersion: '50' });
+        throw Object.assign(new Error('too old resource version'), { code: 410 });
+      }
+      on({ type: 'ADDED', job: job('b', { record: { ...shipped, lost: 1 } }) });
+      ac.abort();
+    };
+    const out = sink();
+    const code = await runStatusWith(api, parseStatusOptions(undefined, { watch: true }), { out: out.stream, err: sink().stream, signal: ac.signal });
+    // Listed at 42, watched from 42; after the 410 listed again (42 in this fake) and watched from there.
+    expect(watches).toEqual(['42', '42']);
+    expect(out.text().split('\n')).toEqual([
+      'NAME  INJECTED  SINK  SHIPPED  HARVESTED  LOST  RECORD  TTL     LOGS',
+      'a     0.1.0     loki  -        -          -     -       <none>  -',
+      'a     0.1.0     loki  2000     0          0     verified  <none>  -',
+      'b     0.1.0     loki  2000     0          1     verified  <none>  -',
+      '',
+    ]);
+    // The exit code is the first list's: a watch runs until it is stopped.
+    expect(code).toBe(0);
+  });
+});
