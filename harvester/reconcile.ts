@@ -330,7 +330,7 @@ function gonePods(job: V1Job, owned: readonly V1Pod[]): number {
   return Math.max(0, counted - there);
 }
 
-/** The usage goes last, after the notes: older readers of the record read on as before. */
+/** The pods' usage, when any pod could be measured; the field is left out otherwise. */
 function withUsage(d: Delivery, usage: DeliveryUsage | undefined): Delivery {
   return usage ? { ...d, usage } : d;
 }
