@@ -296,7 +296,6 @@ describe('JobSet (the pinned release, as a real controller)', () => {
         const { usage, ...counts } = d;
         expect(counts).toEqual({ sink: 'loki', pods: 1, shipped: written[name], lost: 0, unaccounted: 0 });
         expect(usage?.pods, `${name}: the pod's requests and run time recorded`).toBe(1);
-        expect(usage!.run_seconds).toBeGreaterThan(0);
         expect(lastPod?.status?.qosClass, `${name}: the QoS class is kept`).toBe(qosBefore[rj]);
         expect(stack.sidecarSummary(ran[0]!.uid)?.lines_unsent).toBe(0);
       }
