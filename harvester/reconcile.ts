@@ -17,7 +17,8 @@ import { matchDestination, type Destination } from './destinations.ts';
 import { deliveryRecordOf, encodeDeliveryRecord, holdDeadline, holdOf, holdPatch, needsHold, recordPatch, releasePatch, type Hold } from './hold.ts';
 import type { Log } from './log.ts';
 import type { ReconcileResult } from './queue.ts';
-import { deliveryEvent, deliveryOf, finishedAt, jobFinished, needsHarvest, nodeLost, podDone, podOutcome, withResumeGaps, type Delivery, type PodOutcome } from './report.ts';
+import { deliveryEvent, deliveryOf, finishedAt, jobFinished, needsHarvest, nodeLost, podDone, podOutcome, withResumeGaps, type Delivery, type DeliveryUsage, type PodOutcome } from './report.ts';
+import { usageOf } from './usage.ts';
 import type { ShipRequest, ShipResult } from './ship.ts';
 import { ownedPods, verifyInjection } from './trust.ts';
 import type { KubeAccess, ShipLimits } from './ship.ts';
@@ -131,10 +132,12 @@ export class Reconciler {
     const owned = verified.ok ? [...there, ...(this.o.reports?.gone(job.metadata?.uid, listed) ?? [])] : there;
     const notes: string[] = [];
     if (foreign > 0) notes.push(`${foreign} pod(s) carry the Job's label but are not its own (not controlled by it, or not running the sidecar jobharvest rendered): ignored`);
+    // What the pods requested and how long they ran, from the pods listed now (the kept reports of gone ones carry no spec).
+    const usage = usageOf(there);
     if (!verified.ok) {
       // Not ours to act on: say so on the Job, touch nothing else.
       log('warn', 'not harvesting a Job whose injection cannot be verified', { ...at, why: verified.why });
-      return this.report(job, { sink: 'unknown', pods: owned.length, shipped: 0, lost: 0, unaccounted: owned.length, notes: [`not harvested: ${verified.why}`, ...notes] }, signal);
+      return this.report(job, withUsage({ sink: 'unknown', pods: owned.length, shipped: 0, lost: 0, unaccounted: owned.length, notes: [`not harvested: ${verified.why}`, ...notes] }, usage), signal);
     }
     const { status, env } = verified.value;
     const outcomes = owned.map((p) => podOutcome(p, status.container));
@@ -150,7 +153,7 @@ export class Reconciler {
     const work = owned.filter((_p, i) => needsHarvest(outcomes[i]!.sidecar));
     const held = holdOf(job, this.o.key);
     // Reported as they are: a pod without a count says why it has none.
-    const asIs = (why: string[] = []): Promise<ReconcileResult> => this.report(job, withNotes(base, [...notes, ...unaccountedNotes(owned, outcomes), ...why]), signal);
+    const asIs = (why: string[] = []): Promise<ReconcileResult> => this.report(job, withUsage(withNotes(base, [...notes, ...unaccountedNotes(owned, outcomes), ...why]), usage), signal);
     if (this.o.maxHoldSeconds <= 0 || (work.length === 0 && !held)) return asIs();
 
     const endpoint = env[ENV.ENDPOINT.name];
@@ -180,7 +183,7 @@ export class Reconciler {
       log('info', 'holding the Job to ship what its sidecar could not', { ...at, pods: work.length, destination: destination.name, maxHoldSeconds: hold.maxHoldSeconds });
     }
 
-    const delivery = withGone(await this.harvest(job, hold, destination, status.container, owned, outcomes, notes, signal), gone);
+    const delivery = withUsage(withGone(await this.harvest(job, hold, destination, status.container, owned, outcomes, notes, signal), gone), usage);
     // Leadership lost mid-harvest: the next leader starts again from the hold; write nothing.
     if (signal.aborted || !this.may()) return { kind: 'done' };
     return this.release(job, placed ? hold : undefined, delivery, signal);
@@ -325,6 +328,11 @@ function gonePods(job: V1Job, owned: readonly V1Pod[]): number {
   const counted = (job.status?.succeeded ?? 0) + (job.status?.failed ?? 0);
   const there = owned.filter((p) => podDone(p) || p.metadata?.deletionTimestamp).length;
   return Math.max(0, counted - there);
+}
+
+/** The pods' usage, when any pod could be measured; the field is left out otherwise. */
+function withUsage(d: Delivery, usage: DeliveryUsage | undefined): Delivery {
+  return usage ? { ...d, usage } : d;
 }
 
 function withGone(d: Delivery, gone: number): Delivery {

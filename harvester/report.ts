@@ -3,7 +3,7 @@
 // Pure: the reconciler (harvester/reconcile.ts) reads the objects and writes
 // the annotation and the Event this computes.
 import type { V1ContainerStatus, V1Job, V1Pod } from '@kubernetes/client-node';
-import { DELIVERY_ANNOTATION, STATUS_ANNOTATION, type InjectionStatus } from '../src/contract/harvest.ts';
+import { DELIVERY_ANNOTATION, STATUS_ANNOTATION, type Delivery, type DeliveryUsage, type InjectionStatus } from '../src/contract/harvest.ts';
 import { decodeTermination, type TerminationMessage } from '../src/contract/termination.ts';
 
 export { DELIVERY_ANNOTATION };
@@ -31,27 +31,8 @@ export interface PodOutcome {
   readonly sidecar: SidecarOutcome;
 }
 
-/** The annotation's value. `lost` counts lines known lost; `unaccounted` pods left no count at all. */
-export interface Delivery {
-  readonly sink: string;
-  readonly pods: number;
-  readonly shipped: number;
-  readonly lost: number;
-  readonly unaccounted: number;
-  /** Lines the harvester shipped after the sidecar (included in `shipped`). */
-  readonly harvested?: number;
-  /**
-   * api mode: log streams the sidecars resumed past a kubelet rotation. The
-   * lines in between went into rotated files that pods/log does not serve, so
-   * neither the sidecar nor a harvest can ship them, and their number is unknown.
-   */
-  readonly resume_gaps?: number;
-  /**
-   * Why pods were not harvested or are unaccounted, one short line each
-   * (a forged sidecar, a destination not approved, a node lost).
-   */
-  readonly notes?: readonly string[];
-}
+/** The annotation's value: defined in the contract, which the logs command reads too. */
+export type { Delivery, DeliveryUsage };
 
 export interface JobEvent {
   readonly type: 'Normal' | 'Warning';

@@ -10,7 +10,7 @@ import type { V1Container, V1Pod } from '@kubernetes/client-node';
 import { readFile } from 'node:fs/promises';
 import { ENV } from '../src/contract/env.ts';
 import type { TerminationMessage } from '../src/contract/termination.ts';
-import type { Config, KubeCredentials } from '../sidecar/config.ts';
+import type { Config, Identity, KubeCredentials } from '../sidecar/config.ts';
 import { MemoryCheckpoint, type CheckpointEntry } from '../sidecar/delivery/checkpoint.ts';
 import { CountingDeadLetter } from '../sidecar/delivery/deadletter.ts';
 import { log, withLogFields } from '../sidecar/log.ts';
@@ -120,6 +120,25 @@ export function podShaping(pod: V1Pod, sidecar: string, maxRecordBytes: number):
   return keep ? masks.settings : undefined;
 }
 
+/**
+ * The OTLP resource's owner and service name as the webhook rendered them
+ * into the pod's sidecar (signed, and checked before the pod is harvested),
+ * and the Job's uid from the Job controller's label: harvested records carry
+ * the same resource as the sidecar's own.
+ */
+export function podResource(pod: V1Pod, sidecar: string): Pick<Identity, 'jobUid' | 'cronJob' | 'serviceName'> {
+  const env = new Map<string, string>();
+  for (const e of (pod.spec?.initContainers ?? []).find((c) => c.name === sidecar)?.env ?? []) if (e.value !== undefined) env.set(e.name, e.value);
+  const jobUid = pod.metadata?.labels?.['batch.kubernetes.io/controller-uid'];
+  const cronJob = env.get(ENV.CRONJOB_NAME.name);
+  const serviceName = env.get(ENV.SERVICE_NAME.name);
+  return {
+    ...(jobUid ? { jobUid } : {}),
+    ...(cronJob ? { cronJob: { name: cronJob, uid: env.get(ENV.CRONJOB_UID.name) ?? '' } } : {}),
+    ...(serviceName ? { serviceName } : {}),
+  };
+}
+
 /** The engine's configuration for one pod: typed, built here, no environment involved. */
 export async function shipConfig(req: Omit<ShipRequest, 'signal' | 'mayWrite'>): Promise<Config> {
   const { pod, destination: d, limits } = req;
@@ -134,6 +153,7 @@ export async function shipConfig(req: Omit<ShipRequest, 'signal' | 'mayWrite'>):
       podUid: pod.metadata?.uid ?? '',
       node: pod.spec?.nodeName ?? '',
       job: pod.metadata?.labels?.['batch.kubernetes.io/job-name'] ?? '',
+      ...podResource(pod, req.sidecar),
     },
     selfContainer: req.sidecar,
     mode: 'api',

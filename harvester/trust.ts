@@ -6,7 +6,7 @@
 import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import { NAMES } from '../src/contract/env.ts';
 import { STATUS_ANNOTATION, type InjectionStatus } from '../src/contract/harvest.ts';
-import { foreignMount, injectionProblem, PURPOSE, sidecarDigest, sign, verify, type SigningKey } from '../src/contract/signature.ts';
+import { foreignMount, injectionProblem, PURPOSE, sidecarDigest, signedJson, verifiedJson, type SigningKey } from '../src/contract/signature.ts';
 
 export type Verified<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly why: string };
 
@@ -68,24 +68,5 @@ export function ownedPods(job: V1Job, pods: readonly V1Pod[], signedSidecar?: { 
   return { owned, foreign };
 }
 
-/** JSON of `value` plus a `sig` bound to the Job's uid and the purpose, so it cannot be moved to another Job or field. */
-export function signedJson<T extends object>(key: SigningKey, purpose: string, jobUid: string, value: T): string {
-  const body = JSON.stringify(value);
-  return JSON.stringify({ ...value, sig: sign(key, purpose, [jobUid, body]) });
-}
-
-/** The value without its `sig`, when jobharvest signed it for this Job; undefined otherwise. */
-export function verifiedJson<T extends object>(key: SigningKey, purpose: string, jobUid: string | undefined, text: string | undefined): T | undefined {
-  if (!text || !jobUid) return undefined;
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return undefined;
-  const { sig, ...value } = parsed as Record<string, unknown>;
-  return verify(key, purpose, [jobUid, JSON.stringify(value)], sig) ? (value as T) : undefined;
-}
-
-export { PURPOSE };
+// Signed JSON (holds, delivery records) is the contract's: the logs command verifies records too.
+export { PURPOSE, signedJson, verifiedJson };

@@ -1,6 +1,6 @@
 // Builds the kubectl plugin as one executable that needs no Node.js on the
-// machine: a Node single-executable application (SEA). The logs command is
-// bundled into one CommonJS script, Node turns it into a preparation blob, and
+// machine: a Node single-executable application (SEA). The logs and status
+// commands are bundled into one CommonJS script, Node turns it into a preparation blob, and
 // postject injects the blob into a copy of this Node binary. Also writes the
 // krew manifest for the platform it was built on.
 //
@@ -62,6 +62,8 @@ spec:
     kubectl jobharvest logs job/NAME prints a Job's logs from the log server
     jobharvest's sidecar shipped them to (VictoriaLogs, Loki, Elasticsearch or
     OpenSearch), with kubectl logs' flags, whether the Job still exists or not.
+    kubectl jobharvest status lists Jobs with where their logs went: lines
+    shipped, harvested and lost, and whether the delivery record verifies.
     A single executable: it needs no Node.js on the machine.
   platforms:
     - selector:

@@ -16,6 +16,12 @@ export interface Identity {
   readonly podUid: string;
   readonly node: string;
   readonly job: string;
+  /** The Job's uid (from the pod's label); absent: unknown. */
+  readonly jobUid?: string;
+  /** The CronJob that owns the Job, as the webhook read it at admission; absent: none. */
+  readonly cronJob?: { readonly name: string; readonly uid: string };
+  /** service.name as the pod template names it; absent: the fallback of serviceNameOf (src/contract/record.ts). */
+  readonly serviceName?: string;
   /** The Job's labels the operator chose to carry, set at admission; absent: none. */
   readonly labels?: Readonly<Record<string, string>>;
   /** The Job's annotations the operator chose to carry; absent: none. */
@@ -238,6 +244,12 @@ export function loadConfig(env: Env): Config {
     node: r.str('NODE_NAME'),
     job: r.str('JOB_NAME'),
   };
+  const jobUid = r.str('JOB_UID');
+  const cronJobName = r.str('CRONJOB_NAME');
+  const serviceName = r.str('SERVICE_NAME');
+  if (jobUid) identity = { ...identity, jobUid };
+  if (cronJobName) identity = { ...identity, cronJob: { name: cronJobName, uid: r.str('CRONJOB_UID') } };
+  if (serviceName) identity = { ...identity, serviceName };
   const labels = parseStringMap(r, 'JOB_LABELS');
   const annotations = parseStringMap(r, 'JOB_ANNOTATIONS');
   if (labels) identity = { ...identity, labels };

@@ -7,7 +7,7 @@ import { encodeTermination, decodeTermination } from '../../src/contract/termina
 import { FakeKube, type LogLine } from '../../sidecar/test/fake-kube.ts';
 import { NdjsonReceiver } from '../../test/support/ndjson-receiver.ts';
 import { parseDestinations } from '../destinations.ts';
-import { checkpointOf, DEFAULT_LIMITS, podShaping, shipConfig, shipPod, type ShipRequest } from '../ship.ts';
+import { checkpointOf, DEFAULT_LIMITS, podResource, podShaping, shipConfig, shipPod, type ShipRequest } from '../ship.ts';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -126,6 +126,17 @@ describe('harvester: shipping one pod with the engine', () => {
     // Lines, not records: the joined traceback counts its three.
     expect(r).toEqual({ missing: 6, shipped: 6, lost: 0 });
     expect(sink.accepted.map((d) => d.message).sort()).toEqual(['start', 'Authorization: Bearer [MASKED]', 'Traceback (most recent call last):\n  File "a.py", line 1, in <module>\nValueError: password=[MASKED]', 'end'].sort());
+  });
+
+  it("harvested records carry the sidecar's OTLP resource: the Job's uid from the pod's label, the CronJob and service name from the signed sidecar env", () => {
+    const env = [
+      { name: 'JOBHARVEST_CRONJOB_NAME', value: 'nightly' },
+      { name: 'JOBHARVEST_CRONJOB_UID', value: 'cj-uid' },
+      { name: 'JOBHARVEST_SERVICE_NAME', value: 'etl' },
+    ];
+    const pod = { metadata: { labels: { 'batch.kubernetes.io/controller-uid': 'job-uid' } }, spec: { containers: [{ name: 'main', env: [{ name: 'JOBHARVEST_SERVICE_NAME', value: 'not-the-sidecar' }] }], initContainers: [{ name: 'jobharvest', env }] } };
+    expect(podResource(pod, 'jobharvest')).toEqual({ jobUid: 'job-uid', cronJob: { name: 'nightly', uid: 'cj-uid' }, serviceName: 'etl' });
+    expect(podResource({ spec: { containers: [{ name: 'main' }] } }, 'jobharvest')).toEqual({});
   });
 
   it("invalid shaping on the pod: none, but its masks if they are valid on their own", () => {

@@ -10,7 +10,7 @@
 // Field numbers are opentelemetry-proto's (logs/v1, common/v1,
 // resource/v1); sidecar/test/otlp-encoder.test.ts decodes the output with
 // them and compares it with the OpenTelemetry serializer's, field by field.
-import { OTLP_ATTRIBUTES as A, SHAPED_FIELDS } from '../../src/contract/record.ts';
+import { OTLP_ATTRIBUTES as A, OTLP_RESOURCE as R, SHAPED_FIELDS, serviceNameOf } from '../../src/contract/record.ts';
 import type { Identity } from '../config.ts';
 import { CriRecord, FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type FieldValue, type Fields, type FileMeta, type LogRecord, type Stream } from '../records/record.ts';
 import { nowTime, parseTimestamp, type EpochTime } from '../records/timestamp.ts';
@@ -104,6 +104,22 @@ class Bytes {
     this.flush();
     return this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks);
   }
+}
+
+/**
+ * The rest of OpenTelemetry's Kubernetes resource set, beside the fields
+ * every format carries: the Job's uid, the owning CronJob's name and uid when
+ * there is one, and service.name by OpenTelemetry's fallback (serviceNameOf).
+ */
+export function resourceFields(identity: Identity): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (identity.jobUid) out[R.jobUid] = identity.jobUid;
+  if (identity.cronJob) {
+    out[R.cronJobName] = identity.cronJob.name;
+    if (identity.cronJob.uid) out[R.cronJobUid] = identity.cronJob.uid;
+  }
+  out[R.serviceName] = serviceNameOf({ named: identity.serviceName, cronJob: identity.cronJob?.name, job: identity.job, pod: identity.pod });
+  return out;
 }
 
 function anyValue(v: string | number | boolean): Buffer {
@@ -369,6 +385,7 @@ export class OtlpEncoder {
     if (!resource) {
       const attrs = new Bytes();
       for (const [k, v] of Object.entries(metadataFields(this.identity, file))) attrs.field(T_RES_ATTRIBUTE, keyValue(k, v));
+      for (const [k, v] of Object.entries(resourceFields(this.identity))) attrs.field(T_RES_ATTRIBUTE, keyValue(k, v));
       resource = new Bytes().field(T_RESOURCE, attrs.done()).done();
       this.resources.set(key, resource);
     }

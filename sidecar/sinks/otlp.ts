@@ -13,7 +13,7 @@ import { FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, mapLeaves, type FieldV
 import { keepsOriginal } from '../records/shaped.ts';
 import { nowTime, parseTimestamp } from '../records/timestamp.ts';
 import { releaser } from '../encode/body.ts';
-import { OtlpEncoder, decodeExportLogsResponse, severityOf } from '../encode/otlp.ts';
+import { OtlpEncoder, decodeExportLogsResponse, resourceFields, severityOf } from '../encode/otlp.ts';
 import { withPath } from './http/client.ts';
 import { metadataFields } from '../encode/document.ts';
 import { attempt } from './http/result.ts';
@@ -46,7 +46,7 @@ export class OtlpRecordBuilder {
       const key = `${r.file.container}\0${r.file.restart}`;
       let resource = this.resources.get(key);
       if (!resource) {
-        resource = this.makeResource(metadataFields(this.identity, r.file));
+        resource = this.makeResource({ ...metadataFields(this.identity, r.file), ...resourceFields(this.identity) });
         this.resources.set(key, resource);
       }
       const t = parseTimestamp(r.ts) ?? observed;

@@ -15,6 +15,12 @@ describe('config', () => {
     expect(c.identity).toEqual({ namespace: 'team-a', pod: 'job-abc-xyz', podUid: 'uid-1', node: 'node-1', job: 'job-abc' });
   });
 
+  it("reads the Job's uid, the owning CronJob and the template's service name into the identity, each only when set", () => {
+    const c = testConfig({ [ENV.JOB_UID.name]: 'job-uid', [ENV.CRONJOB_NAME.name]: 'nightly', [ENV.CRONJOB_UID.name]: 'cj-uid', [ENV.SERVICE_NAME.name]: 'etl' });
+    expect(c.identity).toMatchObject({ jobUid: 'job-uid', cronJob: { name: 'nightly', uid: 'cj-uid' }, serviceName: 'etl' });
+    expect(testConfig({ [ENV.JOB_UID.name]: '' }).identity).not.toHaveProperty('jobUid');
+  });
+
   it('collects every problem into one error', () => {
     let err: unknown;
     try {

@@ -44,6 +44,29 @@ type Decoded = {
   }>;
 };
 
+describe('OTLP resource: the OpenTelemetry Kubernetes set', () => {
+  const resourceOf = (identity: typeof id) => {
+    const req = decode(new OtlpEncoder(identity, 'jobharvest', VERSION).request([cri(fileA, 0, '2024-05-06T07:08:09Z', 'x')])) as Decoded;
+    return Object.fromEntries(req.resourceLogs[0]!.resource.attributes.map((a) => [a.key, a.value.stringValue ?? a.value.intValue]));
+  };
+
+  it("a CronJob's run carries the Job's uid, the CronJob's name and uid, and the CronJob's name as service.name; the SDK's serializer sends the same", () => {
+    const identity = { ...id, jobUid: 'job-uid-1', cronJob: { name: 'nightly', uid: 'cj-uid-1' } };
+    expect(resourceOf(identity)).toMatchObject({ 'k8s.job.name': id.job, 'k8s.job.uid': 'job-uid-1', 'k8s.cronjob.name': 'nightly', 'k8s.cronjob.uid': 'cj-uid-1', 'service.name': 'nightly' });
+    const sdk = decode(ProtobufLogsSerializer.serializeRequest(new OtlpRecordBuilder(identity, (a) => resourceFromAttributes(a)).build([cri(fileA, 0, '2024-05-06T07:08:09Z', 'x')]))!) as Decoded;
+    expect(Object.fromEntries(sdk.resourceLogs[0]!.resource.attributes.map((a) => [a.key, a.value.stringValue ?? a.value.intValue]))).toEqual(resourceOf(identity));
+  });
+
+  it('service.name: the name the pod template gives first, then the CronJob, the Job, the pod', () => {
+    expect(resourceOf({ ...id, serviceName: 'etl', cronJob: { name: 'nightly', uid: '' } })['service.name']).toBe('etl');
+    expect(resourceOf({ ...id, cronJob: { name: 'nightly', uid: '' } })).not.toHaveProperty('k8s.cronjob.uid');
+    expect(resourceOf(id)['service.name']).toBe(id.job);
+    expect(resourceOf({ ...id, job: '' })['service.name']).toBe(id.pod);
+    expect(resourceOf(id)).not.toHaveProperty('k8s.job.uid');
+    expect(resourceOf(id)).not.toHaveProperty('k8s.cronjob.name');
+  });
+});
+
 describe('OtlpEncoder (protobuf written into the body)', () => {
   it('decodes field by field to what the OpenTelemetry serializer sends, for parsed and other records', () => {
     const truncatedUtf8 = Buffer.from('cut in the middle of ✓', 'utf8').subarray(0, -1);

@@ -132,6 +132,8 @@ describe('otlp encoding', () => {
       'k8s.container.restart_count': '2',
       'k8s.job.name': 'job-abc',
       'k8s.node.name': 'node-1',
+      // No name from the pod template and no CronJob: the Job's name.
+      'service.name': 'job-abc',
     });
     expect(kv(req.resourceLogs[1]!.resource.attributes)['k8s.container.name']).toBe('init');
     const logs = req.resourceLogs[0]!.scopeLogs[0]!.logRecords;

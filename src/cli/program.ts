@@ -5,6 +5,7 @@ import { VERSION } from '../contract/version.ts';
 import { injectManifests, parseManifests, renderManifests } from './manifests.ts';
 import { runProgram } from './entry.ts';
 import { logsCommand } from './logs-command.ts';
+import { statusCommand } from './status-command.ts';
 import { loadConfig, type SettingFlags } from './options.ts';
 import { webhookOptions, type WebhookFlags } from './webhook-flags.ts';
 import type { Settings } from '../core/settings.ts';
@@ -97,6 +98,7 @@ export function program(): Command {
     });
 
   prog.addCommand(logsCommand());
+  prog.addCommand(statusCommand());
 
   prog
     .command('sidecar')

@@ -31,6 +31,10 @@ export const ENV = {
   POD_UID: spec({ name: 'POD_UID', source: 'downward', description: 'Pod uid (metadata.uid). Also used in the node-mode subPathExpr.' }),
   NODE_NAME: spec({ name: 'NODE_NAME', source: 'downward', description: 'Node the pod runs on (spec.nodeName).' }),
   JOB_NAME: spec({ name: 'JOBHARVEST_JOB_NAME', source: 'downward', description: "Job name, from the pod label batch.kubernetes.io/job-name." }),
+  JOB_UID: spec({ name: 'JOBHARVEST_JOB_UID', source: 'downward', description: "Job uid, from the pod label batch.kubernetes.io/controller-uid (a Job has no uid yet at admission). OTLP resource attribute k8s.job.uid." }),
+  CRONJOB_NAME: spec({ name: 'JOBHARVEST_CRONJOB_NAME', source: 'settings', description: "The name of the CronJob that owns the Job (its controller ownerReference, read at admission); set only then. OTLP resource attribute k8s.cronjob.name." }),
+  CRONJOB_UID: spec({ name: 'JOBHARVEST_CRONJOB_UID', source: 'settings', description: "That CronJob's uid; set only with JOBHARVEST_CRONJOB_NAME. OTLP resource attribute k8s.cronjob.uid." }),
+  SERVICE_NAME: spec({ name: 'JOBHARVEST_SERVICE_NAME', source: 'settings', description: "OTLP service.name as the pod template names it: its annotation resource.opentelemetry.io/service.name, else its label app.kubernetes.io/name; set only then. Unset, the sidecar falls back to the CronJob's name, the Job's, then the pod's (OpenTelemetry's Kubernetes service.name rules)." }),
   SELF_CONTAINER: spec({ name: 'JOBHARVEST_SELF_CONTAINER', source: 'settings', default: 'jobharvest', description: "The sidecar's own container name; its own logs are not shipped, to avoid a feedback loop." }),
 
   // --- source --------------------------------------------------------------

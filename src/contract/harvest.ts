@@ -27,3 +27,75 @@ export interface InjectionStatus {
 }
 /** Where a Job's logs can be read: written at admission, rewritten by the harvester once the Job is done. */
 export const LOGS_URL_ANNOTATION = 'jobharvest.io/logs-url';
+
+/**
+ * What the pods of a Job asked for and how long they ran, for a cost tool:
+ * the harvester reads it from the pods it lists anyway (no other read). A
+ * fixed set of numbers, so the record's size does not grow with the pods.
+ */
+export interface DeliveryUsage {
+  /** Pods measured: listed at the record with a start time and an end (pods already gone are not). */
+  readonly pods: number;
+  /** One pod's cpu request, as the scheduler counts it (containers, sidecars, init containers, pod-level resources, overhead); the largest when the pods differ. */
+  readonly cpu_request_millicores: number;
+  /** One pod's memory request, counted the same way, in bytes. */
+  readonly memory_request_bytes: number;
+  /** The pods' run times summed: each from its start to its last container's end. */
+  readonly run_seconds: number;
+  /** Σ cpu request × run time, over the pods measured. */
+  readonly cpu_core_seconds: number;
+  /** Σ memory request × run time, in GiB-seconds. */
+  readonly memory_gib_seconds: number;
+}
+
+/**
+ * The delivery record's value (the annotation jobharvest.io/delivery, signed
+ * by the harvester for the Job's uid). `lost` counts lines known lost;
+ * `unaccounted` pods left no count at all. Fields are only ever added: the
+ * signature covers the JSON as written, so a record written before a field
+ * existed still verifies.
+ */
+export interface Delivery {
+  readonly sink: string;
+  readonly pods: number;
+  readonly shipped: number;
+  readonly lost: number;
+  readonly unaccounted: number;
+  /** Lines the harvester shipped after the sidecar (included in `shipped`). */
+  readonly harvested?: number;
+  /**
+   * api mode: log streams the sidecars resumed past a kubelet rotation. The
+   * lines in between went into rotated files that pods/log does not serve, so
+   * neither the sidecar nor a harvest can ship them, and their number is unknown.
+   */
+  readonly resume_gaps?: number;
+  /**
+   * Why pods were not harvested or are unaccounted, one short line each
+   * (a forged sidecar, a destination not approved, a node lost).
+   */
+  readonly notes?: readonly string[];
+  /** What the pods requested and how long they ran; absent when no pod could be measured. */
+  readonly usage?: DeliveryUsage;
+}
+
+const count = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
+const amount = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v) && v >= 0;
+
+/**
+ * A delivery record's value as a reader may use it: every count a
+ * non-negative whole number, or undefined. Whether jobharvest wrote it is the
+ * signature's to say (checkSignedJson in signature.ts), not this.
+ */
+export function parseDelivery(v: unknown): Delivery | undefined {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return undefined;
+  const d = v as Record<string, unknown>;
+  if (typeof d.sink !== 'string' || !count(d.pods) || !count(d.shipped) || !count(d.lost) || !count(d.unaccounted)) return undefined;
+  if (d.harvested !== undefined && !count(d.harvested)) return undefined;
+  if (d.resume_gaps !== undefined && !count(d.resume_gaps)) return undefined;
+  if (d.notes !== undefined && !(Array.isArray(d.notes) && d.notes.every((n) => typeof n === 'string'))) return undefined;
+  if (d.usage !== undefined) {
+    const u = d.usage as Record<string, unknown>;
+    if (typeof u !== 'object' || u === null || !count(u.pods) || !count(u.cpu_request_millicores) || !count(u.memory_request_bytes) || !amount(u.run_seconds) || !amount(u.cpu_core_seconds) || !amount(u.memory_gib_seconds)) return undefined;
+  }
+  return d as unknown as Delivery;
+}

@@ -56,6 +56,33 @@ export const OTLP_ATTRIBUTES = {
   incomplete: DOCUMENT_FIELDS.incomplete,
 } as const satisfies Record<RecordField, string>;
 
+/**
+ * OTLP resource attributes beyond the fields every format carries: the rest
+ * of OpenTelemetry's Kubernetes set (k8s.job.uid, and k8s.cronjob.* for a
+ * CronJob's run) and service.name.
+ */
+export const OTLP_RESOURCE = {
+  jobUid: 'k8s.job.uid',
+  cronJobName: 'k8s.cronjob.name',
+  cronJobUid: 'k8s.cronjob.uid',
+  serviceName: 'service.name',
+} as const;
+
+/** The pod template annotation OpenTelemetry reads service.name from first. */
+export const SERVICE_NAME_ANNOTATION = 'resource.opentelemetry.io/service.name';
+/** Then this label of the pod template. */
+export const SERVICE_NAME_LABEL = 'app.kubernetes.io/name';
+
+/**
+ * service.name by OpenTelemetry's Kubernetes rules, as far as a Job's pod
+ * goes: what the pod template names (SERVICE_NAME_ANNOTATION, then
+ * SERVICE_NAME_LABEL; the webhook reads them), else the owning CronJob's
+ * name, else the Job's, else the pod's.
+ */
+export function serviceNameOf(o: { named?: string | undefined; cronJob?: string | undefined; job?: string | undefined; pod: string }): string {
+  return o.named || o.cronJob || o.job || o.pod;
+}
+
 /** Loki stream labels: low cardinality only. */
 export const LOKI_LABELS = {
   namespace: 'namespace',

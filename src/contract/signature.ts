@@ -299,6 +299,49 @@ export function injectionProblem(key: SigningKey, namespace: string, annotations
   return undefined;
 }
 
+/** JSON of `value` plus a `sig` bound to the Job's uid and the purpose, so it cannot be moved to another Job or field. */
+export function signedJson<T extends object>(key: SigningKey, purpose: string, jobUid: string, value: T): string {
+  const body = JSON.stringify(value);
+  return JSON.stringify({ ...value, sig: sign(key, purpose, [jobUid, body]) });
+}
+
+/** What a signed JSON annotation is: not JSON of an object; or its value, with what its signature says. */
+export type SignedJsonCheck = { readonly value: undefined } | { readonly value: Record<string, unknown>; readonly check: SignatureCheck };
+
+/**
+ * The value of a signed JSON annotation without its `sig`, and whether the
+ * `sig` verifies for this Job with this key. The signature covers the JSON as
+ * written, fields in their order, so a value with fields added since (or
+ * before) a version still verifies for what it says.
+ */
+export function checkSignedJson(key: SigningKey, purpose: string, jobUid: string | undefined, text: string | undefined): SignedJsonCheck {
+  if (!text) return { value: undefined };
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return { value: undefined };
+  }
+  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return { value: undefined };
+  const { sig, ...value } = parsed as Record<string, unknown>;
+  if (!jobUid) return { value, check: { ok: false, keyChanged: undefined } };
+  return { value, check: checkSignature(key, purpose, [jobUid, JSON.stringify(value)], sig) };
+}
+
+/** The value without its `sig`, when jobharvest signed it for this Job; undefined otherwise. */
+export function verifiedJson<T extends object>(key: SigningKey, purpose: string, jobUid: string | undefined, text: string | undefined): T | undefined {
+  const r = checkSignedJson(key, purpose, jobUid, text);
+  return r.value !== undefined && r.check.ok ? (r.value as T) : undefined;
+}
+
+/** The key id a signature names (`v2.<key id>.<mac>`); undefined for a v1 signature or none. */
+export function signatureKeyId(signature: unknown): string | undefined {
+  if (typeof signature !== 'string' || !signature.startsWith(PREFIX)) return undefined;
+  const rest = signature.slice(PREFIX.length);
+  const dot = rest.indexOf('.');
+  return dot > 0 ? rest.slice(0, dot) : undefined;
+}
+
 export const PURPOSE = {
   injection: 'injection',
   hold: 'hold',

@@ -37,6 +37,8 @@ export const INJECT_LABEL = 'jobharvest.io/inject';
 export const DEFAULT_CONTAINER_ANNOTATION = 'kubectl.kubernetes.io/default-container';
 export const PSA_ENFORCE_LABEL = 'pod-security.kubernetes.io/enforce';
 export const JOB_NAME_LABEL = 'batch.kubernetes.io/job-name';
+/** The Job controller's label with the Job's uid, on every pod it creates. */
+export const JOB_UID_LABEL = 'batch.kubernetes.io/controller-uid';
 
 export type ModeSetting = 'node' | 'api' | 'auto';
 

@@ -2,7 +2,9 @@ import { ENV, NAMES, SUBPATH_EXPR, type EnvVarSpec, type SourceMode } from '../c
 import { serviceLinkCanSet } from '../contract/service-links.ts';
 import type { InjectionStatus } from '../contract/harvest.ts';
 import { VERSION } from '../contract/version.ts';
-import { ANNOTATIONS, DEFAULT_CONTAINER_ANNOTATION, JOB_NAME_LABEL } from './annotations.ts';
+import { ANNOTATIONS, DEFAULT_CONTAINER_ANNOTATION, JOB_NAME_LABEL, JOB_UID_LABEL } from './annotations.ts';
+import { SERVICE_NAME_ANNOTATION, SERVICE_NAME_LABEL } from '../contract/record.ts';
+import { cronJobOf } from './owner.ts';
 import type { Config } from './config.ts';
 import { chooseFailureExitCode } from './exit-code.ts';
 import { renderLogsUrl } from '../contract/logs-url.ts';
@@ -124,6 +126,7 @@ export function inject({ job: input, settings, mode, ttlSecondsAfterFinished, tt
   const carriedEnv: Obj[] = [];
   if (carried.labels !== undefined) carriedEnv.push({ name: ENV.JOB_LABELS.name, value: carried.labels });
   if (carried.annotations !== undefined) carriedEnv.push({ name: ENV.JOB_ANNOTATIONS.name, value: carried.annotations });
+  carriedEnv.push(...resourceEnv(input, template.metadata));
   // Carried values differ from Job to Job (a run id, say): they go onto a
   // copy of the shared sidecar instead of into its cache key.
   const sidecar: Container = carriedEnv.length ? { ...shared, env: [...(shared.env as Obj[]), ...carriedEnv] } : shared;
@@ -314,6 +317,27 @@ function pinServiceLinkable(env: Obj[]): void {
   for (const v of SERVICE_LINKABLE) if (!set.has(v.name)) env.push({ name: v.name, value: v.default ?? '' });
 }
 
+/**
+ * The OTLP resource's owner and service name, which differ from Job to Job:
+ * the CronJob that controls the Job (the CronJob controller sets the
+ * reference when it creates the Job, so it is there at admission) and the
+ * service name the pod template gives. Set only when there is a value.
+ */
+function resourceEnv(job: Job, template: ObjectMeta): Obj[] {
+  const out: Obj[] = [];
+  const cron = cronJobOf(job);
+  if (cron) {
+    out.push({ name: ENV.CRONJOB_NAME.name, value: cron.name });
+    if (cron.uid) out.push({ name: ENV.CRONJOB_UID.name, value: cron.uid });
+  }
+  const named = template.annotations?.[SERVICE_NAME_ANNOTATION] || template.labels?.[SERVICE_NAME_LABEL];
+  // An annotation may be long; a service name is a name.
+  if (typeof named === 'string' && named !== '') out.push({ name: ENV.SERVICE_NAME.name, value: named.slice(0, MAX_SERVICE_NAME) });
+  return out;
+}
+
+const MAX_SERVICE_NAME = 253;
+
 const fieldRef = (fieldPath: string): Obj => ({ valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath } } });
 const secretRef = (name: string, key: string): Obj => ({ valueFrom: { secretKeyRef: { name, key, optional: true } } });
 
@@ -327,6 +351,7 @@ function sidecarEnv(s: Settings, mode: SourceMode, config: Config): Obj[] {
     { name: ENV.POD_UID.name, ...fieldRef('metadata.uid') },
     { name: ENV.NODE_NAME.name, ...fieldRef('spec.nodeName') },
     { name: ENV.JOB_NAME.name, ...fieldRef(`metadata.labels['${JOB_NAME_LABEL}']`) },
+    { name: ENV.JOB_UID.name, ...fieldRef(`metadata.labels['${JOB_UID_LABEL}']`) },
     { name: ENV.SELF_CONTAINER.name, value: NAMES.container },
     { name: ENV.MODE.name, value: mode },
     { name: ENV.STATE_DIR.name, value: NAMES.stateMountPath },

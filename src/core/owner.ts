@@ -45,6 +45,19 @@ export function controllerOf(job: Job): Controller | undefined {
   return { group: group.slice(0, MAX_NAME), kind: ref.kind.slice(0, MAX_NAME), name: typeof ref.name === 'string' ? ref.name.slice(0, MAX_NAME) : '' };
 }
 
+/**
+ * The CronJob that controls the Job, name and uid, for the OTLP resource
+ * (k8s.cronjob.*): the CronJob controller sets the reference when it creates
+ * the Job. The tenant could write one too; it only labels their own records.
+ */
+export function cronJobOf(job: Job): { name: string; uid: string } | undefined {
+  const refs = job.metadata?.ownerReferences;
+  if (!Array.isArray(refs)) return undefined;
+  const ref = refs.find((r) => isObject(r) && r.controller === true);
+  if (!isObject(ref) || ref.kind !== 'CronJob' || typeof ref.apiVersion !== 'string' || !ref.apiVersion.startsWith('batch/') || typeof ref.name !== 'string' || ref.name === '') return undefined;
+  return { name: ref.name.slice(0, MAX_NAME), uid: typeof ref.uid === 'string' ? ref.uid.slice(0, 64) : '' };
+}
+
 export function ownerKindName(k: OwnerKind): string {
   return k.group === '' ? k.kind : `${k.group}/${k.kind}`;
 }

@@ -7,7 +7,7 @@
  * validatePodResourceConsistency in Kubernetes 1.34+).
  */
 import { isObject, type Container, type LimitRangeItem, type Obj, type PodSpec } from './kube.ts';
-import { parseQuantity } from './quantity.ts';
+import { effectiveRequests, parseQuantity, podRequest } from '../contract/quantity.ts';
 
 export type QosClass = 'Guaranteed' | 'Burstable' | 'BestEffort';
 /** How the sidecar was sized, as the status annotation records it. */
@@ -34,11 +34,6 @@ function list(v: unknown): ResourceList {
   return isObject(v) ? v : {};
 }
 
-/** A container's requests as the API server defaults them: a limit without a request is also the request. */
-function effectiveRequests(c: Container): ResourceList {
-  const r = list(c.resources);
-  return { ...list(r.limits), ...list(r.requests) };
-}
 
 /** The QoS class of one set of requirements; undefined when a quantity does not parse. */
 function requirementsQos(requests: ResourceList, limits: ResourceList): QosClass | undefined {
@@ -76,36 +71,6 @@ export function containerQos(pod: PodSpec): QosClass | undefined {
     else if (qos !== one) return 'Burstable';
   }
   return qos ?? 'BestEffort';
-}
-
-/**
- * The pod's aggregate request of one resource, as the scheduler and the
- * pod-level validation count it: the regular and restartable init containers
- * summed, or the largest init container (plus the sidecars started before it).
- */
-function aggregateRequest(pod: PodSpec, name: string): bigint | undefined {
-  let sum = 0n;
-  for (const c of pod.containers ?? []) {
-    const q = quantityOf(effectiveRequests(c)[name]);
-    if (q === undefined) return undefined;
-    sum += q;
-  }
-  let sidecars = 0n;
-  let initMax = 0n;
-  for (const c of pod.initContainers ?? []) {
-    const q = quantityOf(effectiveRequests(c)[name]);
-    if (q === undefined) return undefined;
-    if (c.restartPolicy === 'Always') {
-      sum += q;
-      sidecars += q;
-      if (sidecars > initMax) initMax = sidecars;
-    } else if (q + sidecars > initMax) initMax = q + sidecars;
-  }
-  return sum > initMax ? sum : initMax;
-}
-
-function quantityOf(v: unknown): bigint | undefined {
-  return v === undefined ? 0n : parseQuantity(v);
 }
 
 export interface SizingInput {
@@ -193,7 +158,7 @@ function podLevelFit(pod: PodSpec, name: string, want: unknown, cap: unknown, po
   // a request of ours would change what the pod asked for, and its QoS class.
   if (podReq === undefined) return 'the pod-level request is left to default';
   const total = parseQuantity(podReq);
-  const used = aggregateRequest(pod, name);
+  const used = podRequest(pod, name);
   const need = want === undefined ? (cap === undefined ? 0n : parseQuantity(cap)) : parseQuantity(want);
   if (total === undefined || used === undefined || need === undefined) return 'a quantity does not parse';
   if (used + need > total) return `the containers already request ${total === used ? 'all' : 'nearly all'} of the pod's ${String(podReq)}`;

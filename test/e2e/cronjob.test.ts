@@ -63,6 +63,9 @@ it('a CronJob\'s runs get the sidecar and the TTL, its history limit holds, and 
         // Every run is a CronJob's, so every run got the TTL.
         expect(j.spec?.ttlSecondsAfterFinished, j.metadata?.name).toBe(3600);
         expect(j.spec?.template.spec?.initContainers?.[0]?.name).toBe('jobharvest');
+        // The OTLP resource's owner, from the reference the CronJob controller wrote into the Job.
+        const env = Object.fromEntries((j.spec?.template.spec?.initContainers?.[0]?.env ?? []).map((e) => [e.name, e.value]));
+        expect(env, j.metadata?.name).toMatchObject({ JOBHARVEST_CRONJOB_NAME: 'report', JOBHARVEST_CRONJOB_UID: stored.metadata!.uid });
       }
       const done = jobs.filter((j) => j.status?.conditions?.some((c) => c.type === 'Complete' && c.status === 'True'));
       return seen.size >= 2 && done.length === 1 ? true : undefined;
@@ -97,4 +100,9 @@ it('a CronJob\'s runs get the sidecar and the TTL, its history limit holds, and 
   });
   console.log(`delivery record of ${runs[1]}: ${record}`);
   expect(JSON.parse(record)).toMatchObject({ pods: 1, shipped: LINES, lost: 0, unaccounted: 0 });
+  // status cronjob/NAME: the runs that still exist, picked by their controller reference, from the Job objects alone.
+  const { stdout } = await run(process.execPath, [join(repo, 'dist', 'jobharvest.mjs'), 'status', 'cronjob/report', '-n', ns, '-o', 'json', '--kubeconfig', cluster.info.kubeconfigPath]);
+  const items = (JSON.parse(stdout) as { items: Array<{ name: string; shipped: number; lost: number }> }).items;
+  console.log(`status cronjob/report: ${JSON.stringify(items.map((i) => [i.name, i.shipped, i.lost]))}`);
+  expect(items.map((i) => [i.name, i.shipped, i.lost])).toEqual([[runs[1], LINES, 0]]);
 }, 300_000);

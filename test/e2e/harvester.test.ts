@@ -64,10 +64,17 @@ function recordJob(ns: string, name: string): { versions: Array<{ type: string; 
   return { versions, stop: () => req?.abort() };
 }
 
-/** The record without its signature, which must be there: an unsigned record is no report. */
+/**
+ * The record without its signature, which must be there: an unsigned record
+ * is no report. Its usage is checked here and left out of what is returned:
+ * its run time is the clock's, so the cases compare the counts exactly.
+ */
 function unsigned(raw: string): Delivery {
-  const { sig, ...d } = JSON.parse(raw) as Delivery & { sig?: string };
+  const { sig, usage, ...d } = JSON.parse(raw) as Delivery & { sig?: string };
   expect(sig).toMatch(/^v2\.[A-Za-z0-9_-]{8}\./);
+  expect(usage?.pods, "every pod's requests and run time recorded").toBe(d.pods);
+  // The kubelet's times are whole seconds: a pod of less than one may read 0.
+  expect(Number.isFinite(usage!.run_seconds)).toBe(true);
   return d;
 }
 

@@ -306,7 +306,10 @@ describe('Kueue', () => {
     rec.stop();
     const got = await stack.vl.countWithDistinct(`${stack.filter(ns)} "happy run"`, '_msg');
     expect(got).toEqual({ total: LINES, distinct: LINES });
-    expect(delivery).toEqual({ sink: 'loki', pods: 1, shipped: LINES, lost: 0, unaccounted: 0 });
+    const { usage, ...counts } = delivery;
+    expect(counts).toEqual({ sink: 'loki', pods: 1, shipped: LINES, lost: 0, unaccounted: 0 });
+    // The pod's request as Kueue reserved it.
+    expect(usage).toMatchObject({ pods: 1, cpu_request_millicores: 410, memory_request_bytes: 152 * 2 ** 20 });
     const before = await qosOf(body.spec!.template, 'qos-happy');
     table.push({
       job: 'K2 happy (Burstable)',

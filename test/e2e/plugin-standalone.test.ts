@@ -1,8 +1,9 @@
 /**
  * The kubectl plugin as a standalone executable (npm run build:plugin: a Node
  * single-executable application): kubectl, the one the harness builds, finds
- * it on a PATH that holds no node at all and runs `kubectl jobharvest logs`,
- * against the test control plane and a real VictoriaLogs.
+ * it on a PATH that holds no node at all and runs `kubectl jobharvest logs`
+ * and `kubectl jobharvest status`, against the test control plane and a real
+ * VictoriaLogs.
  */
 import { execFile, execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, statSync, symlinkSync } from 'node:fs';
@@ -74,4 +75,31 @@ describe('the standalone kubectl plugin', () => {
     const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
     console.log(`standalone plugin: ${(statSync(PLUGIN).size / 1024 / 1024).toFixed(1)} MiB; --version ${median(direct).toFixed(0)} ms alone, ${median(times).toFixed(0)} ms through kubectl (medians of 5)`);
   }, 120_000);
+
+  it('runs as kubectl jobharvest status with no node on PATH: a record it cannot check reads unverified, and lines lost exit 1', async () => {
+    const ns = `plugin-status-${process.pid}`;
+    await cluster.core.createNamespace({ body: { metadata: { name: ns } } });
+    try {
+      // A record as a Job's author could write it: signed with nothing this cluster holds.
+      const record = JSON.stringify({ sink: 'loki', pods: 1, shipped: 40, lost: 2, unaccounted: 0, sig: 'v2.AAAAAAAA.forged' });
+      const status = JSON.stringify({ version: '0.1.0', mode: 'api', sink: 'loki', container: 'jobharvest', volumes: [], ttlSecondsAfterFinished: 60, terminationGracePeriodSeconds: null, defaultContainer: 'main' });
+      await cluster.batch.createNamespacedJob({
+        namespace: ns,
+        body: {
+          metadata: { name: 'recorded', annotations: { 'jobharvest.io/status': status, 'jobharvest.io/delivery': record } },
+          spec: { suspend: true, template: { spec: { restartPolicy: 'Never', containers: [{ name: 'main', image: 'busybox:1.36', command: ['true'] }] } } },
+        },
+      });
+      // A namespace with no release: no key to check with, whatever else the cluster holds.
+      const out = await run(KUBECTL, ['jobharvest', 'status', '-n', ns, '-o', 'json', '--chart-namespace', ns], { env: env() }).then(
+        (r) => ({ ...r, code: 0 }),
+        (e: { stdout: string; stderr: string; code: number }) => e,
+      );
+      expect(out.code).toBe(1);
+      expect(JSON.parse(out.stdout).items).toEqual([expect.objectContaining({ name: 'recorded', record: 'unverified', shipped: 40, lost: 2 })]);
+      expect(out.stderr).toBe(`records unverified: no jobharvest release installed (no webhook configuration names its Service)\n`);
+    } finally {
+      await cluster.core.deleteNamespace({ name: ns }).catch(() => undefined);
+    }
+  }, 60_000);
 });

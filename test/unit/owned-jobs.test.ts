@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { decide } from '../../src/core/decide.ts';
 import { parseConfig } from '../../src/core/config.ts';
 import { mutateJob } from '../../src/core/mutate.ts';
-import { parseQuantity } from '../../src/core/quantity.ts';
+import { parseQuantity } from '../../src/contract/quantity.ts';
 import { containerQos, ephemeralStorage, sizeSidecar } from '../../src/core/resources.ts';
 import { durableConfig, job, optedIn } from './fixtures.ts';
 
