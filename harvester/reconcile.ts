@@ -9,7 +9,7 @@
 import type { CoreV1Event, V1Job, V1Pod } from '@kubernetes/client-node';
 import { ENV } from '../src/contract/env.ts';
 import { redactUrl } from '../src/contract/redact.ts';
-import type { SigningKey } from '../src/contract/signature.ts';
+import type { VerifyingKeys } from '../src/contract/signature.ts';
 import { DELIVERY_ANNOTATION, LOGS_URL_ANNOTATION } from '../src/contract/harvest.ts';
 import { renderLogsUrl } from '../src/contract/logs-url.ts';
 import { namespaceGoing, REFUSED_GRACE_MS, refused } from './api-errors.ts';
@@ -43,7 +43,8 @@ export interface HarvestApi {
 
 export interface ReconcilerOptions {
   readonly api: HarvestApi;
-  readonly key: SigningKey;
+  /** Signs with the current key; verifies with it and the previous ones (signing.previousKeys). */
+  readonly key: VerifyingKeys;
   readonly destinations: readonly Destination[];
   /** 0: report only, never hold or ship. */
   readonly maxHoldSeconds: number;

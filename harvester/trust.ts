@@ -6,7 +6,7 @@
 import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import { NAMES } from '../src/contract/env.ts';
 import { STATUS_ANNOTATION, type InjectionStatus } from '../src/contract/harvest.ts';
-import { foreignMount, injectionProblem, PURPOSE, sidecarDigest, sign, verify, type SigningKey } from '../src/contract/signature.ts';
+import { foreignMount, injectionProblem, PURPOSE, sidecarDigest, sign, signingKeyOf, verify, type VerifyingKeys } from '../src/contract/signature.ts';
 
 export type Verified<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly why: string };
 
@@ -27,10 +27,10 @@ export interface VerifiedInjection {
  * or a valid signature copied onto a different sidecar all fail here, and so
  * does a template in which another container mounts a `jobharvest-*` volume.
  */
-export function verifyInjection(job: V1Job, key: SigningKey): Verified<VerifiedInjection> {
+export function verifyInjection(job: V1Job, keys: VerifyingKeys): Verified<VerifiedInjection> {
   const ann = job.metadata?.annotations ?? {};
   const podSpec = job.spec?.template?.spec;
-  const problem = injectionProblem(key, job.metadata?.namespace ?? '', ann, podSpec);
+  const problem = injectionProblem(keys, job.metadata?.namespace ?? '', ann, podSpec);
   if (problem !== undefined) return { ok: false, why: problem };
   let status: InjectionStatus;
   try {
@@ -68,14 +68,17 @@ export function ownedPods(job: V1Job, pods: readonly V1Pod[], signedSidecar?: { 
   return { owned, foreign };
 }
 
-/** JSON of `value` plus a `sig` bound to the Job's uid and the purpose, so it cannot be moved to another Job or field. */
-export function signedJson<T extends object>(key: SigningKey, purpose: string, jobUid: string, value: T): string {
+/**
+ * JSON of `value` plus a `sig` bound to the Job's uid and the purpose, so it
+ * cannot be moved to another Job or field. Signed with the current key only.
+ */
+export function signedJson<T extends object>(keys: VerifyingKeys, purpose: string, jobUid: string, value: T): string {
   const body = JSON.stringify(value);
-  return JSON.stringify({ ...value, sig: sign(key, purpose, [jobUid, body]) });
+  return JSON.stringify({ ...value, sig: sign(signingKeyOf(keys), purpose, [jobUid, body]) });
 }
 
-/** The value without its `sig`, when jobharvest signed it for this Job; undefined otherwise. */
-export function verifiedJson<T extends object>(key: SigningKey, purpose: string, jobUid: string | undefined, text: string | undefined): T | undefined {
+/** The value without its `sig`, when jobharvest signed it for this Job (with the current key or a previous one); undefined otherwise. */
+export function verifiedJson<T extends object>(keys: VerifyingKeys, purpose: string, jobUid: string | undefined, text: string | undefined): T | undefined {
   if (!text || !jobUid) return undefined;
   let parsed: unknown;
   try {
@@ -85,7 +88,7 @@ export function verifiedJson<T extends object>(key: SigningKey, purpose: string,
   }
   if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return undefined;
   const { sig, ...value } = parsed as Record<string, unknown>;
-  return verify(key, purpose, [jobUid, JSON.stringify(value)], sig) ? (value as T) : undefined;
+  return verify(keys, purpose, [jobUid, JSON.stringify(value)], sig) ? (value as T) : undefined;
 }
 
 export { PURPOSE };
