@@ -19,7 +19,7 @@ import type { Log } from './log.ts';
 import type { ReconcileResult } from './queue.ts';
 import { deliveryEvent, deliveryOf, finishedAt, jobFinished, needsHarvest, nodeLost, podDone, podOutcome, withResumeGaps, type Delivery, type PodOutcome } from './report.ts';
 import type { ShipRequest, ShipResult } from './ship.ts';
-import { ownedPods, verifyInjection } from './trust.ts';
+import { ownedPods, recordedUnderDroppedKey, verifyInjection } from './trust.ts';
 import type { KubeAccess, ShipLimits } from './ship.ts';
 
 
@@ -102,7 +102,8 @@ export class Reconciler {
       this.refusedSince.delete(key);
       return { kind: 'done' };
     }
-    if (deliveryRecordOf(job, this.o.key)) {
+    // Recorded: by this harvester, or under a key dropped since (a record it cannot verify any more, but would only overwrite with "not harvested").
+    if (deliveryRecordOf(job, this.o.key) || recordedUnderDroppedKey(job, this.o.key)) {
       this.refusedSince.delete(key);
       this.o.reports?.forget(job.metadata?.uid);
       return { kind: 'done' };

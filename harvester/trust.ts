@@ -5,8 +5,8 @@
 // records it signed itself. Anything else is reported, never acted upon.
 import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import { NAMES } from '../src/contract/env.ts';
-import { STATUS_ANNOTATION, type InjectionStatus } from '../src/contract/harvest.ts';
-import { foreignMount, injectionProblem, PURPOSE, sidecarDigest, sign, signingKeyOf, verify, type VerifyingKeys } from '../src/contract/signature.ts';
+import { DELIVERY_ANNOTATION, STATUS_ANNOTATION, type InjectionStatus } from '../src/contract/harvest.ts';
+import { foreignMount, injectionProblem, keyId, PURPOSE, SIGNATURE_ANNOTATION, sidecarDigest, sign, signingKeyOf, verify, verifyingKeys, type VerifyingKeys } from '../src/contract/signature.ts';
 
 export type Verified<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly why: string };
 
@@ -92,3 +92,31 @@ export function verifiedJson<T extends object>(keys: VerifyingKeys, purpose: str
 }
 
 export { PURPOSE };
+
+/** The key id a `v2.<key id>.<mac>` signature names; undefined for anything else. */
+function namedKeyId(signature: unknown): string | undefined {
+  if (typeof signature !== 'string') return undefined;
+  const m = /^v2\.([^.]+)\./.exec(signature);
+  return m?.[1];
+}
+
+/**
+ * Whether the Job was injected and recorded under one key that the harvester
+ * no longer holds (dropped from signing.previousKeys): then neither the
+ * injection nor the record can be verified, and the harvester would only
+ * write "not harvested" over a record it wrote itself. It leaves the Job as
+ * it is. Only key ids are compared, and a tenant can write any: all a tenant
+ * gains is no report on their own Job, which holds, ships and signs nothing.
+ */
+export function recordedUnderDroppedKey(job: V1Job, keys: VerifyingKeys): boolean {
+  const ann = job.metadata?.annotations ?? {};
+  const injected = namedKeyId(ann[SIGNATURE_ANNOTATION]);
+  if (injected === undefined || verifyingKeys(keys).some((k) => keyId(k) === injected)) return false;
+  let record: unknown;
+  try {
+    record = JSON.parse(ann[DELIVERY_ANNOTATION] ?? '');
+  } catch {
+    return false;
+  }
+  return typeof record === 'object' && record !== null && namedKeyId((record as { sig?: unknown }).sig) === injected;
+}

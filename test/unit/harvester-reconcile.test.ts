@@ -580,6 +580,33 @@ describe('reconcile across a key rotation', () => {
     expect(api.patches).toHaveLength(0);
   });
 
+  it('once the previous key is dropped, a Job injected and recorded under it keeps its record: nothing is written over it', async () => {
+    const j = injectedJob({ key: OLD });
+    const record = encodeDeliveryRecord(j, OLD, { sink: 'http', pods: 1, shipped: 15, lost: 0, unaccounted: 0, harvested: 5 });
+    j.metadata!.annotations![DELIVERY_ANNOTATION] = record;
+    const api = new FakeApi(j, [pod('p1', unsent(5), 'job-uid', j)]);
+    expect(await run(reconciler(api, [], { key: keyRing(NEW) }))).toEqual({ kind: 'done' });
+    expect(api.patches).toHaveLength(0);
+    expect(api.job.metadata?.annotations?.[DELIVERY_ANNOTATION]).toBe(record);
+  });
+
+  it('a record naming a key the harvester does not hold silences nothing on a Job it can verify, nor on one injected under another key', async () => {
+    // Injected under the current key, with a record a tenant wrote under a made-up key id: harvested as usual.
+    const ours = injectedJob({ key: NEW });
+    ours.metadata!.annotations![DELIVERY_ANNOTATION] = JSON.stringify({ sink: 'http', pods: 1, shipped: 999, lost: 0, unaccounted: 0, sig: 'v2.zzzzzzzz.forged' });
+    const api = new FakeApi(ours, [pod('p1', unsent(5), 'job-uid', ours)]);
+    const shipped: ShipRequest[] = [];
+    await run(reconciler(api, shipped, { key: keyRing(NEW) }));
+    expect(shipped).toHaveLength(1);
+    expect(deliveryRecordOf(api.job, NEW)).toMatchObject({ shipped: 15, harvested: 5 });
+    // Injected under a dropped key, recorded under yet another id: reported.
+    const other = injectedJob({ key: OLD });
+    other.metadata!.annotations![DELIVERY_ANNOTATION] = JSON.stringify({ sink: 'http', pods: 1, shipped: 999, lost: 0, unaccounted: 0, sig: 'v2.zzzzzzzz.forged' });
+    const api2 = new FakeApi(other, [pod('p1', unsent(5), 'job-uid', other)]);
+    await run(reconciler(api2, [], { key: keyRing(NEW) }));
+    expect(deliveryRecordOf(api2.job, NEW)?.notes?.[0]).toMatch(/^not harvested: the injection was signed with another signing key/);
+  });
+
   it('once the previous key is dropped, a Job injected under it is reported as signed by a key not held: not shipped, not held', async () => {
     const j = injectedJob({ key: OLD });
     const api = new FakeApi(j, [pod('p1', unsent(5), 'job-uid', j)]);
