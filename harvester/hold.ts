@@ -10,9 +10,12 @@
 // Both annotations are signed for the Job's uid: a hold a tenant wrote
 // (say with `originalTtl: null`, to outlive the operator's TTL cap) is not
 // a hold, and a delivery record a tenant wrote does not silence the report.
+// After a key rotation, a hold or record signed with a previous key (kept for
+// verification, signing.previousKeys) is still this harvester's: it is
+// released and recorded, and whatever it writes is signed with the current key.
 import type { V1Job } from '@kubernetes/client-node';
 import { HOLD_ANNOTATION } from '../src/contract/harvest.ts';
-import type { SigningKey } from '../src/contract/signature.ts';
+import type { VerifyingKeys } from '../src/contract/signature.ts';
 import { DELIVERY_ANNOTATION, type Delivery } from './report.ts';
 import { PURPOSE, signedJson, verifiedJson } from './trust.ts';
 
@@ -29,20 +32,20 @@ export interface Hold {
 }
 
 /** The hold this harvester placed on the Job; anything else in the annotation is not one. */
-export function holdOf(job: V1Job, key: SigningKey): Hold | undefined {
-  const h = verifiedJson<Partial<Hold>>(key, PURPOSE.hold, job.metadata?.uid, job.metadata?.annotations?.[HOLD_ANNOTATION]);
+export function holdOf(job: V1Job, keys: VerifyingKeys): Hold | undefined {
+  const h = verifiedJson<Partial<Hold>>(keys, PURPOSE.hold, job.metadata?.uid, job.metadata?.annotations?.[HOLD_ANNOTATION]);
   if (!h || typeof h.since !== 'string' || !Number.isFinite(Date.parse(h.since)) || !Number.isSafeInteger(h.maxHoldSeconds) || h.maxHoldSeconds! <= 0) return undefined;
   if (h.originalTtl !== null && (!Number.isSafeInteger(h.originalTtl) || h.originalTtl! < 0)) return undefined;
   return h as Hold;
 }
 
 /** The delivery record this harvester wrote on the Job; one written by anyone else counts as none. */
-export function deliveryRecordOf(job: V1Job, key: SigningKey): Delivery | undefined {
-  return verifiedJson<Delivery>(key, PURPOSE.delivery, job.metadata?.uid, job.metadata?.annotations?.[DELIVERY_ANNOTATION]);
+export function deliveryRecordOf(job: V1Job, keys: VerifyingKeys): Delivery | undefined {
+  return verifiedJson<Delivery>(keys, PURPOSE.delivery, job.metadata?.uid, job.metadata?.annotations?.[DELIVERY_ANNOTATION]);
 }
 
-export function encodeDeliveryRecord(job: V1Job, key: SigningKey, d: Delivery): string {
-  return signedJson(key, PURPOSE.delivery, job.metadata?.uid ?? '', d);
+export function encodeDeliveryRecord(job: V1Job, keys: VerifyingKeys, d: Delivery): string {
+  return signedJson(keys, PURPOSE.delivery, job.metadata?.uid ?? '', d);
 }
 
 /** The TTL that keeps a Job finished at `finishedAt` until `since + maxHold + margin`. */
@@ -51,14 +54,14 @@ export function heldTtl(finishedAt: number, since: number, maxHoldSeconds: numbe
 }
 
 /** JSON merge patch that places the hold, or undefined when the Job is held already. */
-export function holdPatch(job: V1Job, key: SigningKey, finishedAt: number, now: number, maxHoldSeconds: number): { patch: object; hold: Hold } | undefined {
-  if (holdOf(job, key)) return undefined;
+export function holdPatch(job: V1Job, keys: VerifyingKeys, finishedAt: number, now: number, maxHoldSeconds: number): { patch: object; hold: Hold } | undefined {
+  if (holdOf(job, keys)) return undefined;
   const hold: Hold = { originalTtl: job.spec?.ttlSecondsAfterFinished ?? null, since: new Date(now).toISOString(), maxHoldSeconds };
   const ttl = heldTtl(finishedAt, now, maxHoldSeconds);
   return {
     hold,
     patch: {
-      metadata: { resourceVersion: job.metadata?.resourceVersion, annotations: { [HOLD_ANNOTATION]: signedJson(key, PURPOSE.hold, job.metadata?.uid ?? '', hold) } },
+      metadata: { resourceVersion: job.metadata?.resourceVersion, annotations: { [HOLD_ANNOTATION]: signedJson(keys, PURPOSE.hold, job.metadata?.uid ?? '', hold) } },
       spec: { ttlSecondsAfterFinished: Math.max(ttl, job.spec?.ttlSecondsAfterFinished ?? 0) },
     },
   };
@@ -81,14 +84,14 @@ export function needsHold(job: V1Job): boolean {
 }
 
 /** JSON merge patch of the delivery record alone, for a Job shipped without a hold. */
-export function recordPatch(job: V1Job, key: SigningKey, delivery: Delivery, extra: Record<string, string> = {}): object {
-  return { metadata: { resourceVersion: job.metadata?.resourceVersion, annotations: { ...extra, [DELIVERY_ANNOTATION]: encodeDeliveryRecord(job, key, delivery) } } };
+export function recordPatch(job: V1Job, keys: VerifyingKeys, delivery: Delivery, extra: Record<string, string> = {}): object {
+  return { metadata: { resourceVersion: job.metadata?.resourceVersion, annotations: { ...extra, [DELIVERY_ANNOTATION]: encodeDeliveryRecord(job, keys, delivery) } } };
 }
 
 /** JSON merge patch of the release: the original TTL back, the hold gone, the delivery written, in one write. */
-export function releasePatch(job: V1Job, key: SigningKey, hold: Hold, delivery: Delivery, extra: Record<string, string> = {}): object {
+export function releasePatch(job: V1Job, keys: VerifyingKeys, hold: Hold, delivery: Delivery, extra: Record<string, string> = {}): object {
   return {
-    metadata: { resourceVersion: job.metadata?.resourceVersion, annotations: { ...extra, [HOLD_ANNOTATION]: null, [DELIVERY_ANNOTATION]: encodeDeliveryRecord(job, key, delivery) } },
+    metadata: { resourceVersion: job.metadata?.resourceVersion, annotations: { ...extra, [HOLD_ANNOTATION]: null, [DELIVERY_ANNOTATION]: encodeDeliveryRecord(job, keys, delivery) } },
     spec: { ttlSecondsAfterFinished: hold.originalTtl },
   };
 }

@@ -9,7 +9,7 @@ import { CoordinationV1Api, KubeConfig } from '@kubernetes/client-node';
 import { Command, InvalidArgumentError } from 'commander';
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { keyFromText } from '../src/contract/signature.ts';
+import { describeKeys, keyFromText, keyRing, type KeyRing } from '../src/contract/signature.ts';
 import { NAMES } from '../src/contract/env.ts';
 import { parseDestinations, type Destination } from './destinations.ts';
 import { deliveryRecordOf } from './hold.ts';
@@ -32,7 +32,8 @@ export interface HarvesterSettings {
   readonly namespace: string;
   readonly leaseName: string;
   readonly identity: string;
-  readonly signingKey: Buffer;
+  /** The webhook's current key, which signs the harvester's holds and records too, and previous keys kept to verify only. */
+  readonly signingKeys: KeyRing;
   readonly destinations: readonly Destination[];
   readonly maxHoldSeconds: number;
   readonly concurrency: number;
@@ -61,6 +62,12 @@ export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = 
     .option('--namespace <ns>', "namespace of the leader Lease (default: $POD_NAMESPACE, else 'jobharvest')")
     .option('--lease-name <name>', 'name of the leader Lease', 'jobharvest-harvester')
     .requiredOption('--signing-key-file <file>', "the key the webhook signs injections with (the chart's signing Secret)")
+    .option(
+      '--previous-signing-key-file <file>',
+      'a key the webhook signed with before a rotation, to verify Jobs, holds and records signed with it, never to sign (repeatable; the chart\'s signing.previousKeys)',
+      (v: string, prev: string[]) => [...prev, v],
+      [] as string[],
+    )
     .option('--destinations-file <file>', 'JSON list of approved destinations (the chart renders it)')
     .option('--max-hold-seconds <n>', `longest hold of a Job while shipping (0: report only, never hold; at most ${MAX_HOLD_LIMIT_SECONDS})`, int(0, MAX_HOLD_LIMIT_SECONDS), 86_400)
     .option('--concurrency <n>', 'harvests at once', int(1, 64), 4)
@@ -83,6 +90,7 @@ export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = 
     namespace?: string;
     leaseName: string;
     signingKeyFile: string;
+    previousSigningKeyFile: string[];
     destinationsFile?: string;
     maxHoldSeconds: number;
     concurrency: number;
@@ -105,7 +113,10 @@ export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = 
     namespace: o.namespace ?? env.POD_NAMESPACE ?? 'jobharvest',
     leaseName: o.leaseName,
     identity: env.POD_NAME ?? `${hostname()}-${process.pid}`,
-    signingKey: keyFromText(readFileSync(o.signingKeyFile)),
+    signingKeys: keyRing(
+      keyFromText(readFileSync(o.signingKeyFile)),
+      o.previousSigningKeyFile.map((f) => keyFromText(readFileSync(f))),
+    ),
     destinations,
     maxHoldSeconds: o.maxHoldSeconds,
     concurrency: o.concurrency,
@@ -155,7 +166,7 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
   }
   const reconciler = new Reconciler({
     api: harvestApi(kc),
-    key: s.signingKey,
+    key: s.signingKeys,
     destinations: s.destinations,
     maxHoldSeconds: s.maxHoldSeconds,
     limits: DEFAULT_LIMITS,
@@ -168,7 +179,7 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
     ...(s.logsUrlTemplate ? { logsUrlTemplate: s.logsUrlTemplate } : {}),
     reports,
   });
-  log('info', 'harvester starting', { namespace: s.namespace, lease: s.leaseName, identity: s.identity, destinations: s.destinations.map((d) => d.name), maxHoldSeconds: s.maxHoldSeconds, concurrency: s.concurrency });
+  log('info', 'harvester starting', { namespace: s.namespace, lease: s.leaseName, identity: s.identity, destinations: s.destinations.map((d) => d.name), maxHoldSeconds: s.maxHoldSeconds, concurrency: s.concurrency, signingKeys: describeKeys(s.signingKeys) });
   const elected = startLeader(kc.makeApiClient(CoordinationV1Api), {
     namespace: s.namespace,
     name: s.leaseName,
@@ -185,9 +196,9 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
       // watch stops with its last such Job (recorded, deleted, or gone with the namespace).
       const watches = new PodWatches({
         open: (ns) => watchJobPods(kc, ns, { log, signal, onPod: (p) => reports.observe(p), retryMs: 10_000, stats }),
-        cares: (job) => !job.metadata?.deletionTimestamp && deliveryRecordOf(job, s.signingKey) === undefined,
+        cares: (job) => !job.metadata?.deletionTimestamp && deliveryRecordOf(job, s.signingKeys) === undefined,
         verify: (job) => {
-          const v = verifyInjection(job, s.signingKey);
+          const v = verifyInjection(job, s.signingKeys);
           return v.ok ? v.value.sidecarDigest : undefined;
         },
         forget: (uid) => reports.forget(uid),

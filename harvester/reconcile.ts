@@ -9,7 +9,7 @@
 import type { CoreV1Event, V1Job, V1Pod } from '@kubernetes/client-node';
 import { ENV } from '../src/contract/env.ts';
 import { redactUrl } from '../src/contract/redact.ts';
-import type { SigningKey } from '../src/contract/signature.ts';
+import type { VerifyingKeys } from '../src/contract/signature.ts';
 import { DELIVERY_ANNOTATION, LOGS_URL_ANNOTATION } from '../src/contract/harvest.ts';
 import { renderLogsUrl } from '../src/contract/logs-url.ts';
 import { namespaceGoing, REFUSED_GRACE_MS, refused } from './api-errors.ts';
@@ -20,7 +20,7 @@ import type { ReconcileResult } from './queue.ts';
 import { deliveryEvent, deliveryOf, finishedAt, jobFinished, needsHarvest, nodeLost, podDone, podOutcome, withResumeGaps, type Delivery, type DeliveryUsage, type PodOutcome } from './report.ts';
 import { usageOf } from './usage.ts';
 import type { ShipRequest, ShipResult } from './ship.ts';
-import { ownedPods, verifyInjection } from './trust.ts';
+import { ownedPods, recordedUnderDroppedKey, verifyInjection } from './trust.ts';
 import type { KubeAccess, ShipLimits } from './ship.ts';
 
 
@@ -44,7 +44,8 @@ export interface HarvestApi {
 
 export interface ReconcilerOptions {
   readonly api: HarvestApi;
-  readonly key: SigningKey;
+  /** Signs with the current key; verifies with it and the previous ones (signing.previousKeys). */
+  readonly key: VerifyingKeys;
   readonly destinations: readonly Destination[];
   /** 0: report only, never hold or ship. */
   readonly maxHoldSeconds: number;
@@ -102,7 +103,8 @@ export class Reconciler {
       this.refusedSince.delete(key);
       return { kind: 'done' };
     }
-    if (deliveryRecordOf(job, this.o.key)) {
+    // Recorded: by this harvester, or under a key dropped since (a record it cannot verify any more, but would only overwrite with "not harvested").
+    if (deliveryRecordOf(job, this.o.key) || recordedUnderDroppedKey(job, this.o.key)) {
       this.refusedSince.delete(key);
       this.o.reports?.forget(job.metadata?.uid);
       return { kind: 'done' };

@@ -5,8 +5,8 @@
 // records it signed itself. Anything else is reported, never acted upon.
 import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import { NAMES } from '../src/contract/env.ts';
-import { STATUS_ANNOTATION, type InjectionStatus } from '../src/contract/harvest.ts';
-import { foreignMount, injectionProblem, PURPOSE, sidecarDigest, signedJson, verifiedJson, type SigningKey } from '../src/contract/signature.ts';
+import { DELIVERY_ANNOTATION, STATUS_ANNOTATION, type InjectionStatus } from '../src/contract/harvest.ts';
+import { foreignMount, injectionProblem, keyId, PURPOSE, SIGNATURE_ANNOTATION, sidecarDigest, signatureKeyId, signedJson, verifiedJson, verifyingKeys, type VerifyingKeys } from '../src/contract/signature.ts';
 
 export type Verified<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly why: string };
 
@@ -27,10 +27,10 @@ export interface VerifiedInjection {
  * or a valid signature copied onto a different sidecar all fail here, and so
  * does a template in which another container mounts a `jobharvest-*` volume.
  */
-export function verifyInjection(job: V1Job, key: SigningKey): Verified<VerifiedInjection> {
+export function verifyInjection(job: V1Job, keys: VerifyingKeys): Verified<VerifiedInjection> {
   const ann = job.metadata?.annotations ?? {};
   const podSpec = job.spec?.template?.spec;
-  const problem = injectionProblem(key, job.metadata?.namespace ?? '', ann, podSpec);
+  const problem = injectionProblem(keys, job.metadata?.namespace ?? '', ann, podSpec);
   if (problem !== undefined) return { ok: false, why: problem };
   let status: InjectionStatus;
   try {
@@ -70,3 +70,24 @@ export function ownedPods(job: V1Job, pods: readonly V1Pod[], signedSidecar?: { 
 
 // Signed JSON (holds, delivery records) is the contract's: the logs command verifies records too.
 export { PURPOSE, signedJson, verifiedJson };
+
+/**
+ * Whether the Job was injected and recorded under one key that the harvester
+ * no longer holds (dropped from signing.previousKeys): then neither the
+ * injection nor the record can be verified, and the harvester would only
+ * write "not harvested" over a record it wrote itself. It leaves the Job as
+ * it is. Only key ids are compared, and a tenant can write any: all a tenant
+ * gains is no report on their own Job, which holds, ships and signs nothing.
+ */
+export function recordedUnderDroppedKey(job: V1Job, keys: VerifyingKeys): boolean {
+  const ann = job.metadata?.annotations ?? {};
+  const injected = signatureKeyId(ann[SIGNATURE_ANNOTATION]);
+  if (injected === undefined || verifyingKeys(keys).some((k) => keyId(k) === injected)) return false;
+  let record: unknown;
+  try {
+    record = JSON.parse(ann[DELIVERY_ANNOTATION] ?? '');
+  } catch {
+    return false;
+  }
+  return typeof record === 'object' && record !== null && signatureKeyId((record as { sig?: unknown }).sig) === injected;
+}

@@ -52,10 +52,57 @@ export function sign(key: SigningKey, purpose: string, parts: readonly string[])
   return `${PREFIX}${keyId(key)}.${mac(key, purpose, parts)}`;
 }
 
-/** What a signature says: valid; made with another key (its id given); or not a signature of this (forged, altered, malformed). */
-export type SignatureCheck = { readonly ok: true } | { readonly ok: false; readonly keyChanged: string | undefined };
+/**
+ * The key that signs, and keys that signed before a rotation and are kept
+ * only to verify (the chart's `signing.previousKeys`): Jobs admitted, held or
+ * recorded under the old key stay jobharvest's until the operator drops it.
+ * Nothing signs with a previous key: every signing path takes `signingKeyOf`.
+ */
+export interface KeyRing {
+  readonly current: SigningKey;
+  readonly previous: readonly SigningKey[];
+}
 
-export function checkSignature(key: SigningKey, purpose: string, parts: readonly string[], signature: unknown): SignatureCheck {
+/** One key (the webhook's) or a ring (the harvester's): what verification takes. */
+export type VerifyingKeys = SigningKey | KeyRing;
+
+/** A ring of the current key and the previous ones, without a previous key equal to the current one or to another. */
+export function keyRing(current: SigningKey, previous: readonly SigningKey[] = []): KeyRing {
+  const kept: SigningKey[] = [];
+  for (const k of previous) if (!k.equals(current) && !kept.some((x) => x.equals(k))) kept.push(k);
+  return { current, previous: kept };
+}
+
+function ringOf(keys: VerifyingKeys): KeyRing {
+  return Buffer.isBuffer(keys) ? { current: keys, previous: [] } : keys;
+}
+
+/** The only key anything signs with: the current one. */
+export function signingKeyOf(keys: VerifyingKeys): SigningKey {
+  return ringOf(keys).current;
+}
+
+/** Every key a signature may verify with, the current one first. */
+export function verifyingKeys(keys: VerifyingKeys): SigningKey[] {
+  const r = ringOf(keys);
+  return [r.current, ...r.previous];
+}
+
+/** How a ring names its keys in a message: "abcd1234" or "abcd1234; previous keys efgh5678, …". */
+export function describeKeys(keys: VerifyingKeys): string {
+  const r = ringOf(keys);
+  const prev = r.previous.map(keyId);
+  return prev.length === 0 ? keyId(r.current) : `${keyId(r.current)}; previous keys ${prev.join(', ')}`;
+}
+
+/**
+ * What a signature says: valid (and with which key); made with a key this
+ * side does not hold (its id given); or not a signature of this (forged,
+ * altered, malformed).
+ */
+export type SignatureCheck = { readonly ok: true; readonly keyId: string } | { readonly ok: false; readonly keyChanged: string | undefined };
+
+export function checkSignature(keys: VerifyingKeys, purpose: string, parts: readonly string[], signature: unknown): SignatureCheck {
   if (typeof signature !== 'string') return { ok: false, keyChanged: undefined };
   let id: string | undefined;
   let got: string;
@@ -70,15 +117,21 @@ export function checkSignature(key: SigningKey, purpose: string, parts: readonly
   } else {
     return { ok: false, keyChanged: undefined };
   }
-  const want = Buffer.from(mac(key, purpose, parts));
   const have = Buffer.from(got);
-  // The MAC alone decides: the key id only names the key in a refusal.
-  if (want.length === have.length && timingSafeEqual(want, have)) return { ok: true };
-  return { ok: false, keyChanged: id !== undefined && id !== keyId(key) ? id : undefined };
+  const all = verifyingKeys(keys);
+  const ids = all.map(keyId);
+  // The key id selects the key to try first; the MAC alone decides, so the
+  // others are tried too (a v1 signature names none, and an id is not a proof).
+  const order = all.map((_k, i) => i).sort((a, b) => Number(ids[b] === id) - Number(ids[a] === id));
+  for (const i of order) {
+    const want = Buffer.from(mac(all[i]!, purpose, parts));
+    if (want.length === have.length && timingSafeEqual(want, have)) return { ok: true, keyId: ids[i]! };
+  }
+  return { ok: false, keyChanged: id !== undefined && !ids.includes(id) ? id : undefined };
 }
 
-export function verify(key: SigningKey, purpose: string, parts: readonly string[], signature: unknown): boolean {
-  return checkSignature(key, purpose, parts, signature).ok;
+export function verify(keys: VerifyingKeys, purpose: string, parts: readonly string[], signature: unknown): boolean {
+  return checkSignature(keys, purpose, parts, signature).ok;
 }
 
 type Obj = Record<string, unknown>;
@@ -281,16 +334,16 @@ export function injectionParts(namespace: string, status: string, podSpec: unkno
  * it); undefined when it does. Both the webhook (on a Job it skips) and the
  * harvester ask it.
  */
-export function injectionProblem(key: SigningKey, namespace: string, annotations: Record<string, string> | undefined, podSpec: unknown): string | undefined {
+export function injectionProblem(keys: VerifyingKeys, namespace: string, annotations: Record<string, string> | undefined, podSpec: unknown): string | undefined {
   const ann = annotations ?? {};
   const status = ann[STATUS_ANNOTATION];
   if (status === undefined) return 'no injection status';
   const signature = ann[SIGNATURE_ANNOTATION];
   if (signature === undefined) return 'the injection is not signed (injected offline, by an older webhook, or by hand)';
-  const checked = checkSignature(key, PURPOSE.injection, injectionParts(namespace, status, podSpec), signature);
+  const checked = checkSignature(keys, PURPOSE.injection, injectionParts(namespace, status, podSpec), signature);
   if (!checked.ok) {
     if (checked.keyChanged !== undefined) {
-      return `the injection was signed with another signing key (key id ${checked.keyChanged}, this one's is ${keyId(key)}): the key changed since the Job was created, or the webhook and the harvester hold different keys`;
+      return `the injection was signed with another signing key (key id ${checked.keyChanged}, this one's is ${describeKeys(keys)}): the key changed since the Job was created and the old one is not kept in signing.previousKeys, or the webhook and the harvester hold different keys`;
     }
     return 'the injection signature does not match this Job and its sidecar (forged, copied from another Job, or altered)';
   }
@@ -299,10 +352,13 @@ export function injectionProblem(key: SigningKey, namespace: string, annotations
   return undefined;
 }
 
-/** JSON of `value` plus a `sig` bound to the Job's uid and the purpose, so it cannot be moved to another Job or field. */
-export function signedJson<T extends object>(key: SigningKey, purpose: string, jobUid: string, value: T): string {
+/**
+ * JSON of `value` plus a `sig` bound to the Job's uid and the purpose, so it
+ * cannot be moved to another Job or field. Signed with the current key only.
+ */
+export function signedJson<T extends object>(keys: VerifyingKeys, purpose: string, jobUid: string, value: T): string {
   const body = JSON.stringify(value);
-  return JSON.stringify({ ...value, sig: sign(key, purpose, [jobUid, body]) });
+  return JSON.stringify({ ...value, sig: sign(signingKeyOf(keys), purpose, [jobUid, body]) });
 }
 
 /** What a signed JSON annotation is: not JSON of an object; or its value, with what its signature says. */
@@ -314,7 +370,7 @@ export type SignedJsonCheck = { readonly value: undefined } | { readonly value: 
  * written, fields in their order, so a value with fields added since (or
  * before) a version still verifies for what it says.
  */
-export function checkSignedJson(key: SigningKey, purpose: string, jobUid: string | undefined, text: string | undefined): SignedJsonCheck {
+export function checkSignedJson(keys: VerifyingKeys, purpose: string, jobUid: string | undefined, text: string | undefined): SignedJsonCheck {
   if (!text) return { value: undefined };
   let parsed: unknown;
   try {
@@ -325,12 +381,12 @@ export function checkSignedJson(key: SigningKey, purpose: string, jobUid: string
   if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return { value: undefined };
   const { sig, ...value } = parsed as Record<string, unknown>;
   if (!jobUid) return { value, check: { ok: false, keyChanged: undefined } };
-  return { value, check: checkSignature(key, purpose, [jobUid, JSON.stringify(value)], sig) };
+  return { value, check: checkSignature(keys, purpose, [jobUid, JSON.stringify(value)], sig) };
 }
 
-/** The value without its `sig`, when jobharvest signed it for this Job; undefined otherwise. */
-export function verifiedJson<T extends object>(key: SigningKey, purpose: string, jobUid: string | undefined, text: string | undefined): T | undefined {
-  const r = checkSignedJson(key, purpose, jobUid, text);
+/** The value without its `sig`, when jobharvest signed it for this Job (with the current key or a previous one); undefined otherwise. */
+export function verifiedJson<T extends object>(keys: VerifyingKeys, purpose: string, jobUid: string | undefined, text: string | undefined): T | undefined {
+  const r = checkSignedJson(keys, purpose, jobUid, text);
   return r.value !== undefined && r.check.ok ? (r.value as T) : undefined;
 }
 

@@ -129,6 +129,8 @@ describe('values.schema.json', () => {
     ['provided mode without a Secret', { certificates: { mode: 'provided', provided: { caBundle: 'Y2E=' } } }, /secretName|provided/],
     ['provided mode without a caBundle', { certificates: { mode: 'provided', provided: { secretName: 'tls' } } }, /caBundle|provided/],
     ['an invalid auth Secret name', { sink: { authSecret: 'Not_A_Name' } }, /authSecret/],
+    ['an invalid previous signing key Secret name', { signing: { previousKeys: ['Old_Key'] } }, /previousKeys/],
+    ['a previous signing key listed twice', { signing: { previousKeys: ['jh-old', 'jh-old'] } }, /previousKeys/],
     ['zero replicas', { webhook: { replicas: 0 } }, /replicas/],
     ['an image digest that is not sha256:<64 hex>', { image: { digest: 'latest' } }, /digest/],
     ['a sidecar quantity with spaces', { sidecar: { resources: { limits: { memory: '128 Mi' } } } }, /memory/],
@@ -417,6 +419,31 @@ describe('the rendered objects', () => {
     expect(webhookDeployment(own).spec!.template.spec!.volumes).toContainEqual(expect.objectContaining({ name: 'signing', secret: expect.objectContaining({ secretName: 'vault-signing' }) }));
     expect(harvesterDeployment(own).spec!.template.spec!.volumes).toContainEqual(expect.objectContaining({ name: 'signing', secret: expect.objectContaining({ secretName: 'vault-signing' }) }));
     expect(own.filter((o) => o.metadata.name === 'jh-jobharvest-signing')).toEqual([]);
+  });
+
+  it('signing.previousKeys: mounted for the harvester alone, to verify with; the webhook never sees them; the list rolls the harvester', async () => {
+    const base = await render(helm, { release: 'jh', namespace: 'jobharvest' });
+    const rotated = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { signing: { previousKeys: ['jh-signing-2026-06', 'jh-signing-2025-12'] } } });
+    const h = harvesterDeployment(rotated).spec!.template;
+    const args = h.spec!.containers[0]!.args ?? [];
+    expect(args).toContain('--signing-key-file=/etc/jobharvest/signing/key');
+    expect(args.filter((a) => a.startsWith('--previous-signing-key-file'))).toEqual([
+      '--previous-signing-key-file=/etc/jobharvest/signing-previous/jh-signing-2026-06/key',
+      '--previous-signing-key-file=/etc/jobharvest/signing-previous/jh-signing-2025-12/key',
+    ]);
+    expect(h.spec!.containers[0]!.volumeMounts).toContainEqual({ name: 'signing-previous', mountPath: '/etc/jobharvest/signing-previous', readOnly: true });
+    expect(h.spec!.volumes!.find((v) => v.name === 'signing-previous')?.projected?.sources).toEqual([
+      { secret: { name: 'jh-signing-2026-06', items: [{ key: 'key', path: 'jh-signing-2026-06/key' }] } },
+      { secret: { name: 'jh-signing-2025-12', items: [{ key: 'key', path: 'jh-signing-2025-12/key' }] } },
+    ]);
+    // The current key still signs: the webhook's flags and volumes are those of a render without previous keys.
+    expect(webhookDeployment(rotated).spec).toEqual(webhookDeployment(base).spec);
+    // A key added or dropped rolls the harvester (it reads its keys at start); none listed, nothing mounted.
+    const hb = harvesterDeployment(base).spec!.template;
+    expect(h.metadata!.annotations!['checksum/signing-previous']).toMatch(/^[0-9a-f]{64}$/);
+    expect(hb.metadata!.annotations!['checksum/signing-previous']).toBeUndefined();
+    expect(hb.spec!.volumes!.map((v) => v.name)).not.toContain('signing-previous');
+    expect((hb.spec!.containers[0]!.args ?? []).some((a) => a.startsWith('--previous-signing-key-file'))).toBe(false);
   });
 
   it('bounds with admission policies what RBAC cannot name, for these ServiceAccounts only', async () => {

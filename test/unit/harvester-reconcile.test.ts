@@ -5,7 +5,7 @@ import type { CoreV1Event, V1Container, V1Job, V1Pod, V1Volume } from '@kubernet
 import { describe, expect, it } from 'vitest';
 import { encodeTermination } from '../../src/contract/termination.ts';
 import { INJECTED_LABEL } from '../../src/contract/harvest.ts';
-import { SIGNATURE_ANNOTATION } from '../../src/contract/signature.ts';
+import { keyId, keyRing, SIGNATURE_ANNOTATION } from '../../src/contract/signature.ts';
 import { mutateJob } from '../../src/core/mutate.ts';
 import { parseDestinations, type Destination } from '../../harvester/destinations.ts';
 import { deliveryRecordOf, encodeDeliveryRecord, HOLD_ANNOTATION } from '../../harvester/hold.ts';
@@ -529,5 +529,94 @@ describe('reconcile', () => {
     const d = { sink: 'http', pods: 1, shipped: 1, lost: 0, unaccounted: 0 };
     j.metadata!.annotations![DELIVERY_ANNOTATION] = encodeDeliveryRecord(j, KEY, d);
     expect(deliveryRecordOf(j, KEY)).toEqual(d);
+  });
+});
+
+describe('reconcile across a key rotation', () => {
+  const NEW = Buffer.from('the-new-key-the-new-key-32-bytes');
+  const OLD = KEY;
+
+  /** A Job injected and held under OLD: the first harvest is cut short (leadership lost) after the hold. */
+  async function heldUnderOld(): Promise<FakeApi> {
+    const j = injectedJob({ key: OLD });
+    const api = new FakeApi(j, [pod('p1', unsent(5), 'job-uid', j)]);
+    const lost = new AbortController();
+    await reconciler(api, [], {
+      key: OLD,
+      ship: async () => {
+        lost.abort();
+        return { missing: 5, shipped: 0, lost: 0 };
+      },
+    }).reconcile('team-a/build', lost.signal);
+    expect(JSON.parse(api.job.metadata!.annotations![HOLD_ANNOTATION]!)).toMatchObject({ sig: expect.stringMatching(new RegExp(`^v2\\.${keyId(OLD)}\\.`)) });
+    expect(api.job.metadata?.annotations?.[DELIVERY_ANNOTATION]).toBeUndefined();
+    return api;
+  }
+
+  it('a Job injected and held under the previous key is shipped and released; the record is signed with the current key', async () => {
+    const api = await heldUnderOld();
+    const writes = api.patches.length;
+    const shipped: ShipRequest[] = [];
+    expect(await run(reconciler(api, shipped, { key: keyRing(NEW, [OLD]) }))).toEqual({ kind: 'done' });
+    expect(shipped).toHaveLength(1);
+    // The old hold is the harvester's own: not placed again, released in one write.
+    expect(api.patches.length - writes).toBe(1);
+    expect(api.job.spec?.ttlSecondsAfterFinished).toBe(injectedJob().spec?.ttlSecondsAfterFinished);
+    expect(api.job.metadata?.annotations?.[HOLD_ANNOTATION]).toBeUndefined();
+    const raw = api.job.metadata!.annotations![DELIVERY_ANNOTATION]!;
+    expect((JSON.parse(raw) as { sig: string }).sig.split('.')[1]).toBe(keyId(NEW));
+    expect(deliveryRecordOf(api.job, NEW)).toMatchObject({ shipped: 15, harvested: 5, lost: 0, unaccounted: 0 });
+    expect(deliveryRecordOf(api.job, OLD)).toBeUndefined();
+    expect(api.events.map((e) => e.reason)).toEqual(['LogsShipped']);
+  });
+
+  it('a Job recorded under the previous key stays recorded: nothing is written again', async () => {
+    const j = injectedJob({ key: OLD });
+    j.metadata!.annotations![DELIVERY_ANNOTATION] = encodeDeliveryRecord(j, OLD, { sink: 'http', pods: 1, shipped: 1, lost: 0, unaccounted: 0 });
+    const api = new FakeApi(j, [pod('p1', unsent(5), 'job-uid', j)]);
+    const shipped: ShipRequest[] = [];
+    expect(await run(reconciler(api, shipped, { key: keyRing(NEW, [OLD]) }))).toEqual({ kind: 'done' });
+    expect(shipped).toHaveLength(0);
+    expect(api.patches).toHaveLength(0);
+  });
+
+  it('once the previous key is dropped, a Job injected and recorded under it keeps its record: nothing is written over it', async () => {
+    const j = injectedJob({ key: OLD });
+    const record = encodeDeliveryRecord(j, OLD, { sink: 'http', pods: 1, shipped: 15, lost: 0, unaccounted: 0, harvested: 5 });
+    j.metadata!.annotations![DELIVERY_ANNOTATION] = record;
+    const api = new FakeApi(j, [pod('p1', unsent(5), 'job-uid', j)]);
+    expect(await run(reconciler(api, [], { key: keyRing(NEW) }))).toEqual({ kind: 'done' });
+    expect(api.patches).toHaveLength(0);
+    expect(api.job.metadata?.annotations?.[DELIVERY_ANNOTATION]).toBe(record);
+  });
+
+  it('a record naming a key the harvester does not hold silences nothing on a Job it can verify, nor on one injected under another key', async () => {
+    // Injected under the current key, with a record a tenant wrote under a made-up key id: harvested as usual.
+    const ours = injectedJob({ key: NEW });
+    ours.metadata!.annotations![DELIVERY_ANNOTATION] = JSON.stringify({ sink: 'http', pods: 1, shipped: 999, lost: 0, unaccounted: 0, sig: 'v2.zzzzzzzz.forged' });
+    const api = new FakeApi(ours, [pod('p1', unsent(5), 'job-uid', ours)]);
+    const shipped: ShipRequest[] = [];
+    await run(reconciler(api, shipped, { key: keyRing(NEW) }));
+    expect(shipped).toHaveLength(1);
+    expect(deliveryRecordOf(api.job, NEW)).toMatchObject({ shipped: 15, harvested: 5 });
+    // Injected under a dropped key, recorded under yet another id: reported.
+    const other = injectedJob({ key: OLD });
+    other.metadata!.annotations![DELIVERY_ANNOTATION] = JSON.stringify({ sink: 'http', pods: 1, shipped: 999, lost: 0, unaccounted: 0, sig: 'v2.zzzzzzzz.forged' });
+    const api2 = new FakeApi(other, [pod('p1', unsent(5), 'job-uid', other)]);
+    await run(reconciler(api2, [], { key: keyRing(NEW) }));
+    expect(deliveryRecordOf(api2.job, NEW)?.notes?.[0]).toMatch(/^not harvested: the injection was signed with another signing key/);
+  });
+
+  it('once the previous key is dropped, a Job injected under it is reported as signed by a key not held: not shipped, not held', async () => {
+    const j = injectedJob({ key: OLD });
+    const api = new FakeApi(j, [pod('p1', unsent(5), 'job-uid', j)]);
+    const shipped: ShipRequest[] = [];
+    await run(reconciler(api, shipped, { key: keyRing(NEW) }));
+    expect(shipped).toHaveLength(0);
+    expect(api.patches).toHaveLength(1);
+    expect(api.job.metadata?.annotations?.[HOLD_ANNOTATION]).toBeUndefined();
+    const d = deliveryRecordOf(api.job, NEW)!;
+    expect(d).toMatchObject({ sink: 'unknown', shipped: 0, unaccounted: 1 });
+    expect(d.notes?.[0]).toContain(`not harvested: the injection was signed with another signing key (key id ${keyId(OLD)}, this one's is ${keyId(NEW)})`);
   });
 });

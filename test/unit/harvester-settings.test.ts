@@ -14,6 +14,23 @@ const keyFile = (): string => {
 };
 
 describe('harvester settings', () => {
+  it('--previous-signing-key-file, repeatable: keys kept to verify, the --signing-key-file one signs', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'hv-settings-'));
+    const file = (name: string, text: string): string => {
+      writeFileSync(join(dir, name), text);
+      return join(dir, name);
+    };
+    const current = file('current', 'the-new-key-the-new-key-32-bytes\n');
+    const a = file('a', 'an-older-key-an-older-key-32-byt\n');
+    const b = file('b', 'an-oldest-key-an-oldest-key-32by');
+    expect(parseSettings(['--signing-key-file', current], {}).signingKeys.previous).toEqual([]);
+    const s = parseSettings(['--signing-key-file', current, '--previous-signing-key-file', a, '--previous-signing-key-file', b], {});
+    expect(s.signingKeys.current.toString()).toBe('the-new-key-the-new-key-32-bytes');
+    expect(s.signingKeys.previous.map(String)).toEqual(['an-older-key-an-older-key-32-byt', 'an-oldest-key-an-oldest-key-32by']);
+    // A guessable previous key is refused like a guessable current one.
+    expect(() => parseSettings(['--signing-key-file', current, '--previous-signing-key-file', file('short', 'short')], {})).toThrow(/at least 16 bytes/);
+  });
+
   it('no metrics endpoint and info logs unless asked', () => {
     const s = parseSettings(['--signing-key-file', keyFile()], {});
     expect(s.metricsPort).toBe(0);
