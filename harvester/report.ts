@@ -5,6 +5,7 @@
 import type { V1ContainerStatus, V1Job, V1Pod } from '@kubernetes/client-node';
 import { DELIVERY_ANNOTATION, STATUS_ANNOTATION, type InjectionStatus } from '../src/contract/harvest.ts';
 import { decodeTermination, type TerminationMessage } from '../src/contract/termination.ts';
+import { INJECTION_MISSED } from './missed.ts';
 
 export { DELIVERY_ANNOTATION };
 
@@ -51,6 +52,12 @@ export interface Delivery {
    * (a forged sidecar, a destination not approved, a node lost).
    */
   readonly notes?: readonly string[];
+  /**
+   * `missed`: the Job ran without the sidecar, created while the webhook was
+   * unreachable or not yet installed (harvester/missed.ts); every line in
+   * `shipped` is one the harvester read through pods/log. Absent otherwise.
+   */
+  readonly injection?: 'missed';
 }
 
 export interface JobEvent {
@@ -171,6 +178,20 @@ export function deliveryEvent(d: Delivery): JobEvent {
   if (gaps > 0) parts.push(`${plural(gaps, 'resume gap')} (lines may have been lost to a log rotation while the log stream was cut)`);
   const notes = d.notes && d.notes.length > 0 ? ` (${d.notes.join('; ')})` : '';
   return { type: 'Warning', reason: 'LogsLost', message: `${head}${harvested}; ${parts.join(', ')}${notes}` };
+}
+
+/**
+ * The one Event on a Job that missed injection, in place of LogsShipped or
+ * LogsLost: a Warning, since the Job ran without what the namespace asked for,
+ * and the counts the record carries.
+ */
+export function missedEvent(d: Delivery): JobEvent {
+  const head = `created without the log sidecar (the webhook was unreachable or not yet installed); ${plural(d.shipped, 'line')} from ${plural(d.pods, 'pod')} shipped to ${d.sink} by the harvester`;
+  const parts: string[] = [];
+  if (d.lost > 0) parts.push(`${plural(d.lost, 'line')} lost`);
+  if (d.unaccounted > 0) parts.push(`${plural(d.unaccounted, 'pod')} not read (lines may be lost)`);
+  const notes = d.notes && d.notes.length > 0 ? ` (${d.notes.join('; ')})` : '';
+  return { type: 'Warning', reason: INJECTION_MISSED, message: `${head}${parts.length > 0 ? `; ${parts.join(', ')}` : ''}${notes}` };
 }
 
 export function encodeDelivery(d: Delivery): string {

@@ -422,12 +422,12 @@ describe('the rendered objects', () => {
       'the webhook binds only in namespaces opted in by their own annotation or label',
     ]);
     expect(who('jh-jobharvest-harvester-writes').validations.map((v) => v.message)).toEqual([
-      'the harvester patches only Jobs the webhook injected',
+      'the harvester patches only Jobs the webhook injected, and Jobs it never saw in namespaces opted in by their own annotation or label',
       'the harvester changes only jobharvest.io/delivery, jobharvest.io/hold and jobharvest.io/logs-url among a Job\'s annotations',
       'the harvester changes no label of a Job',
       'the harvester never suspends a Job or changes its spec beyond ttlSecondsAfterFinished',
       'the harvester changes ttlSecondsAfterFinished only to raise it for a hold that records the original, and to put that original back',
-      'the harvester reports only LogsShipped and LogsLost Events about Jobs',
+      'the harvester reports only LogsShipped, LogsLost and InjectionMissed Events about Jobs',
       'the harvester writes only in namespaces opted in by their own annotation or label',
     ]);
     // Owner kinds put injected Jobs in namespaces not opted in themselves: the label rule bounds them there.
