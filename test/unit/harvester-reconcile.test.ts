@@ -563,7 +563,7 @@ describe('a Job that missed injection', () => {
     };
   }
 
-  it('is told by the webhook\'s own decide: missed when it would have been injected, not when skipped on purpose', () => {
+  it("is told by the webhook's own decide: missed when it would have been injected, not when skipped on purpose", () => {
     expect(missedInjection(uninjected(), NS, CONFIG)).toEqual({ missed: true, sink: 'http', endpoint: ENDPOINT });
     // A label anyone can set hides nothing: without a status the Job is judged as it is.
     expect(missedInjection(uninjected({ labels: { [INJECTED_LABEL]: 'true' }, annotations: { [SIGNATURE_ANNOTATION]: 'v2.forged' } }), NS, CONFIG).missed).toBe(true);
@@ -610,7 +610,7 @@ describe('a Job that missed injection', () => {
     expect(counted).toBe(1);
   });
 
-  it('without a TTL: no TTL of the harvester\'s own, one write, the record as usual', async () => {
+  it("without a TTL: no TTL of the harvester's own, one write, the record as usual", async () => {
     const j = uninjected();
     const api = new FakeApi(j, [plainPod('p1', j)]);
     const shipped: ShipRequest[] = [];
