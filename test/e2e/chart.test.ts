@@ -488,6 +488,8 @@ describe('the rendered objects', () => {
     ]);
     expect(rulesOf(one<V1ClusterRole>(objects, 'ClusterRole', 'jh-jobharvest-harvester'))).toEqual([
       { apiGroups: ['batch'], resources: ['jobs'], verbs: ['get', 'list', 'watch', 'patch'] },
+      // Which namespaces opted in, to tell a Job that missed injection.
+      { apiGroups: [''], resources: ['namespaces'], verbs: ['list', 'watch'] },
       { apiGroups: [''], resources: ['events'], verbs: ['create', 'list'] },
     ]);
     expect(rulesOf(one<V1Role>(objects, 'Role', 'jh-jobharvest-harvester'))).toEqual([
@@ -496,7 +498,9 @@ describe('the rendered objects', () => {
     ]);
     const h = harvesterDeployment(objects).spec!.template.spec!;
     expect(h.serviceAccountName).toBe('jh-jobharvest-harvester');
-    expect(h.containers[0]!.args).toEqual(expect.arrayContaining(['/app/harvester.mjs', '--max-hold-seconds=86400', '--lease-seconds=15', '--concurrency=4']));
+    expect(h.containers[0]!.args).toEqual(expect.arrayContaining(['/app/harvester.mjs', '--max-hold-seconds=86400', '--lease-seconds=15', '--concurrency=4', '--config=/etc/jobharvest/config.yaml']));
+    // The webhook's own configuration, from the webhook's ConfigMap.
+    expect(h.volumes).toContainEqual({ name: 'config', configMap: { name: 'jh-jobharvest' } });
     expect(h.containers[0]!.securityContext).toMatchObject({ readOnlyRootFilesystem: true, runAsNonRoot: true, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
     expect(rulesOf(one<V1ClusterRole>(objects, 'ClusterRole', 'jh-jobharvest-log-reader'))).toEqual([
       { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
