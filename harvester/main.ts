@@ -17,7 +17,7 @@ import { parse as parseYaml } from 'yaml';
 import { defaultConfig, parseConfig, type Config } from '../src/core/config.ts';
 import type { NamespaceMeta } from '../src/core/kube.ts';
 import { harvestApi, kubeAccess, sharedConnections, UNINJECTED_JOB_SELECTOR, watchJobPods, watchJobs, watchNamespaces, type JobWatch } from './kube.ts';
-import { missedInjection, namespaceInjects } from './missed.ts';
+import { missedInjection, missedJobKey, namespaceInjects } from './missed.ts';
 import { DEFAULT_BUDGET_BYTES, PodReports } from './pod-reports.ts';
 import { PodWatches } from './pod-watches.ts';
 import { startLeader } from './leader.ts';
@@ -251,10 +251,8 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
               signal,
               stats,
               onJob: (job) => {
-                if (!Reconciler.wants(job)) return;
-                const ns = injecting.get(job.metadata?.namespace ?? '');
-                if (!ns || deliveryRecordOf(job, s.signingKey) !== undefined) return;
-                if (missedInjection(job, ns, s.config).missed) queue.add(`${job.metadata!.namespace}/${job.metadata!.name}`);
+                const key = missedJobKey(job, injecting, s.config, s.signingKey);
+                if (key !== undefined) queue.add(key);
               },
             }),
           );

@@ -14,14 +14,14 @@
 // verify, as before. Where the logs may go is still the operator's list.
 import type { V1Job } from '@kubernetes/client-node';
 import { STATUS_ANNOTATION } from '../src/contract/harvest.ts';
+import type { SigningKey } from '../src/contract/signature.ts';
 import type { SinkType } from '../src/contract/env.ts';
 import type { Config } from '../src/core/config.ts';
 import { decide, namespaceOptIn } from '../src/core/decide.ts';
 import { excludedNamespaces } from '../src/core/config.ts';
 import type { NamespaceMeta } from '../src/core/kube.ts';
-
-/** The Event reason, and the record's `injection` value, of a Job that missed injection. */
-export const INJECTION_MISSED = 'InjectionMissed';
+import { deliveryRecordOf } from './hold.ts';
+import { jobFinished } from './report.ts';
 
 export type MissedCheck =
   | { readonly missed: true; readonly sink: SinkType; readonly endpoint: string | undefined }
@@ -52,4 +52,21 @@ export function missedInjection(job: V1Job, ns: NamespaceMeta | undefined, confi
   const d = decide({ ...job, apiVersion: 'batch/v1', kind: 'Job' }, { config, namespace: ns });
   if (d.action !== 'inject') return { missed: false, why: `the webhook skips it: ${d.reason}` };
   return { missed: true, sink: d.settings.sink, endpoint: d.settings.endpoint };
+}
+
+/**
+ * The work-queue key of a Job from the watch of the Jobs without the injected
+ * label, or undefined, which is the answer for nearly all of them: only a Job
+ * of a namespace that injects (`injecting`: the harvester keeps nothing of any
+ * other), finished, not being deleted, not yet recorded, and missed by the
+ * webhook's rules becomes a key. The watch keeps no object, so what the
+ * harvester holds follows these keys, not the Jobs that are not opted in.
+ */
+export function missedJobKey(job: V1Job, injecting: ReadonlyMap<string, NamespaceMeta>, config: Config, key: SigningKey): string | undefined {
+  const namespace = job.metadata?.namespace;
+  const name = job.metadata?.name;
+  if (!namespace || !name || job.metadata?.deletionTimestamp || !jobFinished(job)) return undefined;
+  const ns = injecting.get(namespace);
+  if (!ns || deliveryRecordOf(job, key) !== undefined) return undefined;
+  return missedInjection(job, ns, config).missed ? `${namespace}/${name}` : undefined;
 }

@@ -3,9 +3,8 @@
 // Pure: the reconciler (harvester/reconcile.ts) reads the objects and writes
 // the annotation and the Event this computes.
 import type { V1ContainerStatus, V1Job, V1Pod } from '@kubernetes/client-node';
-import { DELIVERY_ANNOTATION, STATUS_ANNOTATION, type InjectionStatus } from '../src/contract/harvest.ts';
+import { DELIVERY_ANNOTATION, INJECTION_MISSED_REASON, STATUS_ANNOTATION, type InjectionStatus } from '../src/contract/harvest.ts';
 import { decodeTermination, type TerminationMessage } from '../src/contract/termination.ts';
-import { INJECTION_MISSED } from './missed.ts';
 
 export { DELIVERY_ANNOTATION };
 
@@ -191,7 +190,7 @@ export function missedEvent(d: Delivery): JobEvent {
   if (d.lost > 0) parts.push(`${plural(d.lost, 'line')} lost`);
   if (d.unaccounted > 0) parts.push(`${plural(d.unaccounted, 'pod')} not read (lines may be lost)`);
   const notes = d.notes && d.notes.length > 0 ? ` (${d.notes.join('; ')})` : '';
-  return { type: 'Warning', reason: INJECTION_MISSED, message: `${head}${parts.length > 0 ? `; ${parts.join(', ')}` : ''}${notes}` };
+  return { type: 'Warning', reason: INJECTION_MISSED_REASON, message: `${head}${parts.length > 0 ? `; ${parts.join(', ')}` : ''}${notes}` };
 }
 
 export function encodeDelivery(d: Delivery): string {

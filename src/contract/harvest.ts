@@ -5,6 +5,12 @@
 export const INJECTED_LABEL = 'jobharvest.io/injected';
 /** The original TTL while the harvester holds a Job (signed by the harvester). */
 export const HOLD_ANNOTATION = 'jobharvest.io/hold';
+/**
+ * The Event reason, on a Job that ran without the sidecar in a namespace that
+ * injects (created while the webhook was unreachable or not yet installed),
+ * that the harvester found and recorded.
+ */
+export const INJECTION_MISSED_REASON = 'InjectionMissed';
 /** Where a finished Job's logs went (signed by the harvester). */
 export const DELIVERY_ANNOTATION = 'jobharvest.io/delivery';
 /** What the webhook recorded about an injection (jobharvest.io/status). */
