@@ -28,12 +28,14 @@ const SIDECAR_ZONE = {
 };
 
 // The harvester is its own program on the sidecar's engine: it may import the
-// engine (sidecar/) and the contract (src/contract/), never the webhook.
+// engine (sidecar/), the contract (src/contract/) and the pure core
+// (src/core/: no I/O, so that it tells a missed injection by the webhook's own
+// `decide`), never the webhook's server, cluster edge or CLI.
 const HARVESTER_ZONE = {
   target: './harvester',
   from: './src',
-  except: ['./contract'],
-  message: 'the harvester may import only the contract (src/contract/) from src/.',
+  except: ['./contract', './core'],
+  message: 'the harvester may import only the contract (src/contract/) and the pure core (src/core/) from src/.',
 };
 // Programs never depend on each other: the webhook loads neither the sidecar
 // nor the harvester, and the sidecar does not load the harvester.

@@ -3,7 +3,7 @@
 // reader uses. The Job watch keeps no objects: a Job becomes a key in the queue,
 // and reconcile reads it fresh, so memory does not grow with the Jobs in the
 // cluster, and only Jobs the webhook labelled at admission are listed at all.
-import { BatchV1Api, CoreV1Api, PatchStrategy, setHeaderOptions, Watch, type KubeConfig, type V1Job, type V1Pod } from '@kubernetes/client-node';
+import { BatchV1Api, CoreV1Api, PatchStrategy, setHeaderOptions, Watch, type KubeConfig, type V1Job, type V1Namespace, type V1Pod } from '@kubernetes/client-node';
 import { createHash } from 'node:crypto';
 import { INJECTED_LABEL } from '../src/contract/harvest.ts';
 import type { HarvestApi, WriteResult } from './reconcile.ts';
@@ -53,6 +53,8 @@ export function sharedConnections(kc: KubeConfig, keep = 4): KubeConfig {
 
 export const CONTROLLER_UID_LABEL = 'batch.kubernetes.io/controller-uid';
 export const JOB_SELECTOR = `${INJECTED_LABEL}=true`;
+/** The Jobs the webhook did not label: among them, those that missed injection (harvester/missed.ts). */
+export const UNINJECTED_JOB_SELECTOR = `!${INJECTED_LABEL}`;
 
 export function harvestApi(kc: KubeConfig): HarvestApi {
   const batch = kc.makeApiClient(BatchV1Api);
@@ -311,13 +313,17 @@ export interface JobWatchOptions {
   stats?: WatchStats;
 }
 
-/** Every injected Job becomes a call of `onJob` (or `onDeleted`); the watch keeps no objects. */
-export function watchJobs(kc: KubeConfig, opts: JobWatchOptions): JobWatch {
+/**
+ * Every injected Job (or, with UNINJECTED_JOB_SELECTOR, every Job without the
+ * label) becomes a call of `onJob` (or `onDeleted`); the watch keeps no objects.
+ */
+export function watchJobs(kc: KubeConfig, opts: JobWatchOptions & { selector?: string }): JobWatch {
   const batch = kc.makeApiClient(BatchV1Api);
-  return listWatch<V1Job>(kc, 'job', {
-    list: ({ limit, cont }) => batch.listJobForAllNamespaces({ labelSelector: JOB_SELECTOR, limit, ...(cont ? { _continue: cont } : {}) }),
+  const labelSelector = opts.selector ?? JOB_SELECTOR;
+  return listWatch<V1Job>(kc, labelSelector === JOB_SELECTOR ? 'job' : 'uninjected job', {
+    list: ({ limit, cont }) => batch.listJobForAllNamespaces({ labelSelector, limit, ...(cont ? { _continue: cont } : {}) }),
     path: '/apis/batch/v1/jobs',
-    query: { labelSelector: JOB_SELECTOR },
+    query: { labelSelector },
     onObject: (type, job) => {
       if (type === 'DELETED') opts.onDeleted?.(job);
       else opts.onJob(job);
@@ -365,5 +371,33 @@ export function watchJobPods(kc: KubeConfig, namespace: string, opts: { log: Log
     ...(opts.stats ? { stats: opts.stats } : {}),
     ...(opts.retryMs !== undefined ? { retryMs: opts.retryMs } : {}),
     maxRetryMs: opts.maxRetryMs ?? 60_000,
+  });
+}
+
+/**
+ * Every namespace, added, changed or deleted, as the webhook's namespace cache
+ * sees them; `onList` after each list with the names listed. The watch keeps
+ * nothing: the caller keeps what it needs (harvester/main.ts: the labels and
+ * annotations of the namespaces that inject, nothing of the others).
+ */
+export function watchNamespaces(kc: KubeConfig, opts: { log: Log; signal: AbortSignal; onNamespace: (ns: V1Namespace, deleted: boolean) => void; onList: (names: ReadonlySet<string>) => void; stats?: WatchStats; retryMs?: number }): JobWatch {
+  const core = kc.makeApiClient(CoreV1Api);
+  let names = new Set<string>();
+  return listWatch<V1Namespace>(kc, 'namespace', {
+    list: async ({ limit, cont }) => {
+      if (!cont) names = new Set();
+      const page = await core.listNamespace({ limit, ...(cont ? { _continue: cont } : {}) });
+      for (const ns of page.items) if (ns.metadata?.name) names.add(ns.metadata.name);
+      return page;
+    },
+    path: '/api/v1/namespaces',
+    query: {},
+    onObject: (type, ns) => opts.onNamespace(ns, type === 'DELETED'),
+    onList: () => opts.onList(names),
+    log: opts.log,
+    signal: opts.signal,
+    resource: 'namespaces',
+    ...(opts.stats ? { stats: opts.stats } : {}),
+    ...(opts.retryMs !== undefined ? { retryMs: opts.retryMs } : {}),
   });
 }

@@ -13,7 +13,11 @@ import { describeKeys, keyFromText, keyRing, type KeyRing } from '../src/contrac
 import { NAMES } from '../src/contract/env.ts';
 import { parseDestinations, type Destination } from './destinations.ts';
 import { deliveryRecordOf } from './hold.ts';
-import { harvestApi, kubeAccess, sharedConnections, watchJobPods, watchJobs } from './kube.ts';
+import { parse as parseYaml } from 'yaml';
+import { defaultConfig, parseConfig, type Config } from '../src/core/config.ts';
+import type { NamespaceMeta } from '../src/core/kube.ts';
+import { harvestApi, kubeAccess, sharedConnections, UNINJECTED_JOB_SELECTOR, watchJobPods, watchJobs, watchNamespaces, type JobWatch } from './kube.ts';
+import { missedInjection, missedJobKey, namespaceInjects } from './missed.ts';
 import { DEFAULT_BUDGET_BYTES, PodReports } from './pod-reports.ts';
 import { PodWatches } from './pod-watches.ts';
 import { startLeader } from './leader.ts';
@@ -47,6 +51,8 @@ export interface HarvesterSettings {
   /** 0: no metrics endpoint. */
   readonly metricsPort: number;
   readonly logLevel: Level;
+  /** The webhook's configuration (the chart's config file): tells a Job that missed injection from one skipped on purpose. */
+  readonly config: Config;
 }
 
 const int = (min: number, max: number) => (v: string): number => {
@@ -75,6 +81,7 @@ export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = 
     .option('--renew-deadline-seconds <n>', 'a leader that cannot renew for this long stops (below the Lease duration)', int(1, 3600))
     .option('--retry-period-seconds <n>', 'between Lease attempts', int(1, 600))
     .option('--logs-url-template <t>', 'the chart\'s logsUrlTemplate: rewrite jobharvest.io/logs-url with the uid and the real end time once a Job is done')
+    .option('--config <file>', "the webhook's configuration file (the chart's), so that a Job that missed injection is told by the webhook's own rules (default: the webhook's defaults)")
     .option('--pods-done-timeout-seconds <n>', "how long a finished Job's pods may take to be done before reporting", int(1, 86_400), 300)
     .option('--pod-reports-mib <n>', "heap for gone pods' sidecar reports, shared fairly among namespaces (see docs/harvester.md)", int(1, 4096), DEFAULT_BUDGET_BYTES / 2 ** 20)
     .option('--metrics-port <n>', 'serve Prometheus metrics on this port at /metrics (0: off)', int(0, 65_535), 0)
@@ -87,6 +94,7 @@ export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = 
   cmd.parse(argv as string[], { from: 'user' });
   const o = cmd.opts<{
     kubeconfig?: string;
+    config?: string;
     namespace?: string;
     leaseName: string;
     signingKeyFile: string;
@@ -128,6 +136,7 @@ export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = 
     logsUrlTemplate: o.logsUrlTemplate || undefined,
     metricsPort: o.metricsPort,
     logLevel: o.logLevel ?? envLevel(env.JOBHARVEST_LOG_LEVEL),
+    config: o.config ? parseConfig(parseYaml(readFileSync(o.config, 'utf8')) ?? {}) : defaultConfig(),
   };
 }
 
@@ -149,8 +158,9 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
   const kc = kubeConfig(s.kubeconfig);
   // Set below; the reconciler asks it before every write.
   const current: { leader?: { isLeader(): boolean } } = {};
-  // The leader's pod watches, per term; none while following.
-  const term: { watches?: PodWatches } = {};
+  // The leader's pod watches and the namespaces that inject, per term; none while following.
+  const term: { watches?: PodWatches; injecting?: Map<string, NamespaceMeta> } = {};
+  let missedRecorded = 0;
   // Pods are kept only for the Jobs the current term's watches verified.
   const reports = new PodReports({ container: NAMES.container, trusted: (ns, uid) => term.watches?.trusted(ns, uid), budgetBytes: s.podReportsBytes });
   const stats = new WatchStats();
@@ -161,6 +171,8 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
       podReports: () => reports.count,
       podReportBytes: () => reports.usedBytes,
       podReportsEvicted: () => reports.evicted,
+      injectionMissed: () => missedRecorded,
+      injectingNamespaces: () => term.injecting?.size ?? 0,
     });
     log('info', 'metrics at /metrics', { port: m.port });
   }
@@ -178,6 +190,8 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
     mayWrite: () => current.leader?.isLeader() === true,
     ...(s.logsUrlTemplate ? { logsUrlTemplate: s.logsUrlTemplate } : {}),
     reports,
+    missed: (job) => missedInjection(job, term.injecting?.get(job.metadata?.namespace ?? ''), s.config),
+    onMissed: () => missedRecorded++,
   });
   log('info', 'harvester starting', { namespace: s.namespace, lease: s.leaseName, identity: s.identity, destinations: s.destinations.map((d) => d.name), maxHoldSeconds: s.maxHoldSeconds, concurrency: s.concurrency, signingKeys: describeKeys(s.signingKeys) });
   const elected = startLeader(kc.makeApiClient(CoordinationV1Api), {
@@ -205,21 +219,62 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
         log,
       });
       term.watches = watches;
-      const watch = watchJobs(kc, {
+      // The labels and annotations of the namespaces that inject, and nothing
+      // of any other: what `decide` needs to tell a Job that missed injection.
+      const injecting = new Map<string, NamespaceMeta>();
+      term.injecting = injecting;
+      const jobWatches: JobWatch[] = [];
+      const namespaceWatch = watchNamespaces(kc, {
         log,
         signal,
         stats,
-        onList: (uids) => watches.resync(uids),
-        onJob: (job) => {
-          watches.observe(job);
-          if (Reconciler.wants(job)) queue.add(`${job.metadata!.namespace}/${job.metadata!.name}`);
+        onNamespace: (ns, deleted) => {
+          const name = ns.metadata?.name;
+          if (!name) return;
+          const meta: NamespaceMeta = { name, labels: { ...(ns.metadata?.labels ?? {}) }, annotations: { ...(ns.metadata?.annotations ?? {}) }, ...(ns.metadata?.deletionTimestamp ? { terminating: true } : {}) };
+          if (!deleted && namespaceInjects(meta, s.config)) injecting.set(name, meta);
+          else injecting.delete(name);
         },
-        onDeleted: (job) => watches.deleted(job),
+        onList: (names) => {
+          for (const name of [...injecting.keys()]) if (!names.has(name)) injecting.delete(name);
+          // The Jobs only once the namespaces are known: a Job reconciled
+          // before would be judged against none, and recorded wrongly for good.
+          if (jobWatches.length > 0 || signal.aborted) return;
+          jobWatches.push(
+            watchJobs(kc, {
+              log,
+              signal,
+              stats,
+              onList: (uids) => watches.resync(uids),
+              onJob: (job) => {
+                watches.observe(job);
+                if (Reconciler.wants(job)) queue.add(`${job.metadata!.namespace}/${job.metadata!.name}`);
+              },
+              onDeleted: (job) => watches.deleted(job),
+            }),
+            // Every Job without the label passes through here and is let go at
+            // once unless its namespace injects, it is finished and not yet
+            // recorded, and the webhook would have injected it: only those
+            // become keys, so memory follows the missed Jobs, not the cluster's.
+            watchJobs(kc, {
+              selector: UNINJECTED_JOB_SELECTOR,
+              log,
+              signal,
+              stats,
+              onJob: (job) => {
+                const key = missedJobKey(job, injecting, s.config, s.signingKeys);
+                if (key !== undefined) queue.add(key);
+              },
+            }),
+          );
+        },
       });
       await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
-      watch.stop();
+      namespaceWatch.stop();
+      for (const w of jobWatches) w.stop();
       watches.stop();
       term.watches = undefined;
+      term.injecting = undefined;
       await queue.shutdown();
     },
     onStoppedLeading: () => log('info', 'no longer leading: harvests stopped'),

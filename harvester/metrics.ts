@@ -4,12 +4,12 @@
 // scrape time, with the process figures (resident memory among them).
 import { serveMetrics } from '../sidecar/metrics.ts';
 
-export type Resource = 'jobs' | 'pods';
+export type Resource = 'jobs' | 'pods' | 'namespaces';
 
 /** API calls of the harvester's list-watches, by resource. */
 export class WatchStats {
-  readonly lists: Record<Resource, number> = { jobs: 0, pods: 0 };
-  readonly watches: Record<Resource, number> = { jobs: 0, pods: 0 };
+  readonly lists: Record<Resource, number> = { jobs: 0, pods: 0, namespaces: 0 };
+  readonly watches: Record<Resource, number> = { jobs: 0, pods: 0, namespaces: 0 };
 
   count(resource: Resource, call: 'list' | 'watch'): void {
     if (call === 'list') this.lists[resource]++;
@@ -28,6 +28,10 @@ export interface HarvesterGauges {
   podReportBytes?(): number;
   /** Kept reports let go to stay within that bound, since the start. */
   podReportsEvicted?(): number;
+  /** Jobs that missed injection and got their delivery record, since the start. */
+  injectionMissed?(): number;
+  /** Namespaces that inject, whose labels and annotations the leader keeps to tell a missed injection. */
+  injectingNamespaces?(): number;
 }
 
 export async function startMetrics(port: number, stats: WatchStats, gauges: HarvesterGauges): Promise<{ port: number; close(): Promise<void> }> {
@@ -61,6 +65,19 @@ export async function startMetrics(port: number, stats: WatchStats, gauges: Harv
       },
     });
   }
+  if (gauges.injectionMissed) {
+    const read = gauges.injectionMissed;
+    new prom.Counter({
+      name: 'jobharvest_harvester_injection_missed_total',
+      help: 'Jobs that ran without the sidecar in a namespace that injects (created while the webhook was unreachable or not installed), recorded with an InjectionMissed Event.',
+      registers: [registry],
+      collect() {
+        this.reset();
+        this.inc(read());
+      },
+    });
+  }
+  if (gauges.injectingNamespaces) gauge('jobharvest_harvester_injecting_namespaces', 'Namespaces whose Jobs the webhook injects, as the leader knows them to tell a missed injection.', gauges.injectingNamespaces);
   const counter = (name: string, help: string, read: (r: Resource) => number) =>
     new prom.Counter({
       name,
@@ -69,10 +86,10 @@ export async function startMetrics(port: number, stats: WatchStats, gauges: Harv
       registers: [registry],
       collect() {
         this.reset();
-        for (const r of ['jobs', 'pods'] as const) this.inc({ resource: r }, read(r));
+        for (const r of ['jobs', 'pods', 'namespaces'] as const) this.inc({ resource: r }, read(r));
       },
     });
-  counter('jobharvest_harvester_list_requests_total', 'List calls of the list-watches (the Jobs, cluster-wide; the Job pods, per namespace).', (r) => stats.lists[r]);
+  counter('jobharvest_harvester_list_requests_total', 'List calls of the list-watches (the Jobs and the namespaces, cluster-wide; the Job pods, per namespace).', (r) => stats.lists[r]);
   counter('jobharvest_harvester_watch_requests_total', 'Watch requests of the list-watches, resumed ones included.', (r) => stats.watches[r]);
   return serveMetrics(registry, port);
 }

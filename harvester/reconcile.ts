@@ -7,7 +7,7 @@
 // one Event. Every write carries the resourceVersion it read, so a slower
 // writer gets a conflict and looks again instead of overwriting.
 import type { CoreV1Event, V1Job, V1Pod } from '@kubernetes/client-node';
-import { ENV } from '../src/contract/env.ts';
+import { ENV, NAMES } from '../src/contract/env.ts';
 import { redactUrl } from '../src/contract/redact.ts';
 import type { VerifyingKeys } from '../src/contract/signature.ts';
 import { DELIVERY_ANNOTATION, LOGS_URL_ANNOTATION } from '../src/contract/harvest.ts';
@@ -17,7 +17,8 @@ import { matchDestination, type Destination } from './destinations.ts';
 import { deliveryRecordOf, encodeDeliveryRecord, holdDeadline, holdOf, holdPatch, needsHold, recordPatch, releasePatch, type Hold } from './hold.ts';
 import type { Log } from './log.ts';
 import type { ReconcileResult } from './queue.ts';
-import { deliveryEvent, deliveryOf, finishedAt, jobFinished, needsHarvest, nodeLost, podDone, podOutcome, withResumeGaps, type Delivery, type DeliveryUsage, type PodOutcome } from './report.ts';
+import type { MissedCheck } from './missed.ts';
+import { deliveryEvent, missedEvent, deliveryOf, finishedAt, jobFinished, needsHarvest, nodeLost, podDone, podOutcome, withResumeGaps, type Delivery, type DeliveryUsage, type PodOutcome } from './report.ts';
 import { usageOf } from './usage.ts';
 import type { ShipRequest, ShipResult } from './ship.ts';
 import { ownedPods, recordedUnderDroppedKey, verifyInjection } from './trust.ts';
@@ -71,6 +72,13 @@ export interface ReconcilerOptions {
   readonly logsUrlTemplate?: string;
   /** The last state of Job pods that are gone (harvester/pod-reports.ts): their sidecars' counts. */
   readonly reports?: { gone(jobUid: string | undefined, listed: readonly V1Pod[]): V1Pod[]; forget(jobUid: string | undefined): void };
+  /**
+   * Whether a Job whose injection does not verify missed it (harvester/missed.ts),
+   * with the namespace as the harvester knows it now. Unset: none is looked for.
+   */
+  readonly missed?: (job: V1Job) => MissedCheck;
+  /** Called once per delivery record written for a Job that missed injection (the metric). */
+  readonly onMissed?: () => void;
 }
 
 export const EVENT_SOURCE = 'jobharvest';
@@ -112,6 +120,9 @@ export class Reconciler {
     const at = { namespace, job: name };
 
     const verified = verifyInjection(job, this.o.key);
+    // A Job the webhook never saw: no status, so nothing of it verifies, but
+    // the webhook's own decision says it would have been injected.
+    const missed = verified.ok ? undefined : this.o.missed?.(job);
     let listed: V1Pod[];
     try {
       listed = await api.listPods(namespace, job.metadata?.uid ?? '');
@@ -128,6 +139,7 @@ export class Reconciler {
       return { kind: 'requeue', afterMs: this.retryMs };
     }
     const { owned: there, foreign } = ownedPods(job, listed, verified.ok ? { name: verified.value.status.container, digest: verified.value.sidecarDigest } : undefined);
+    if (missed?.missed) return this.missed(job, missed, there, foreign, signal);
     // Pods already gone (evicted, deleted) whose ended sidecar the pod watch saw:
     // kept only for a verified Job and only when their sidecar was the signed
     // one (harvester/pod-reports.ts), so they are its own; only their summary is left to check.
@@ -187,6 +199,58 @@ export class Reconciler {
 
     const delivery = withUsage(withGone(await this.harvest(job, hold, destination, status.container, owned, outcomes, notes, signal), gone), usage);
     // Leadership lost mid-harvest: the next leader starts again from the hold; write nothing.
+    if (signal.aborted || !this.may()) return { kind: 'done' };
+    return this.release(job, placed ? hold : undefined, delivery, signal);
+  }
+
+  /**
+   * A Job that missed injection: every line of its own pods (controller
+   * ownerReference; there is no sidecar to check) is read through pods/log
+   * and shipped to the approved destination its settings name, under the
+   * hold an injected Job gets, which keeps the user's TTL from deleting it
+   * meanwhile and puts that TTL back after. A Job with no TTL gets none.
+   */
+  private async missed(job: V1Job, m: Extract<MissedCheck, { missed: true }>, owned: readonly V1Pod[], foreign: number, signal: AbortSignal): Promise<ReconcileResult> {
+    const { log } = this.o;
+    const namespace = job.metadata!.namespace!;
+    const name = job.metadata!.name!;
+    const at = { namespace, job: name };
+    const since = finishedAt(job)?.getTime() ?? this.now();
+    const waiting = owned.some((p) => !podDone(p) && !p.metadata?.deletionTimestamp);
+    if (waiting && this.now() - since < this.podsDoneTimeoutMs) return { kind: 'requeue', afterMs: this.retryMs };
+    const notes: string[] = [];
+    if (foreign > 0) notes.push(`${foreign} pod(s) carry the Job's label but are not its own (not controlled by it): ignored`);
+    const gone = gonePods(job, owned);
+    if (gone > 0) notes.push(`${gone} pod(s) the Job counted as finished were gone before the harvester read them: their lines went with them`);
+    const outcomes = owned.map((p) => podOutcome(p, NAMES.container));
+    // What the pods requested and how long they ran, as for an injected Job: a missed one costs the same.
+    const usage = usageOf(owned);
+    const missedRecord = (d: Delivery): Delivery => withUsage({ ...withGone(d, gone), injection: 'missed' }, usage);
+    const unread = (why: string): Promise<ReconcileResult> =>
+      this.report(job, missedRecord(withNotes({ sink: m.sink, pods: owned.length, shipped: 0, lost: 0, unaccounted: owned.length }, [...notes, why])), signal);
+    log('warn', 'a Job missed its injection: it ran without the log sidecar', { ...at, pods: owned.length });
+    if (this.o.maxHoldSeconds <= 0) return unread('not harvested: the harvester only reports (maximum hold 0)');
+    const destination = matchDestination(this.o.destinations, m.sink, m.endpoint);
+    if (!destination) {
+      log('warn', 'not harvesting: destination not approved', { ...at, sink: m.sink, endpoint: redactUrl(m.endpoint) });
+      return unread(`the sink ${m.sink} at ${redactUrl(m.endpoint) ?? '(none)'} is not an approved destination: nothing sent by the harvester`);
+    }
+    let hold = holdOf(job, this.o.key);
+    const placed = hold !== undefined || needsHold(job);
+    if (!hold && !placed) hold = { originalTtl: null, since: new Date(this.now()).toISOString(), maxHoldSeconds: this.o.maxHoldSeconds };
+    if (!hold) {
+      const plan = holdPatch(job, this.o.key, since, this.now(), this.o.maxHoldSeconds)!;
+      if (signal.aborted || !this.may()) return { kind: 'done' };
+      const r = await this.o.api.patchJob(namespace, name, plan.patch);
+      if (r === 'gone') {
+        log('warn', 'the Job was deleted before it could be held; its lines are lost', at);
+        return { kind: 'done' };
+      }
+      if (r === 'conflict') return { kind: 'requeue', afterMs: 0 };
+      hold = plan.hold;
+      log('info', 'holding a Job that missed its injection, to ship its logs', { ...at, pods: owned.length, destination: destination.name, maxHoldSeconds: hold.maxHoldSeconds });
+    }
+    const delivery = missedRecord(await this.harvest(job, hold, destination, NAMES.container, owned, outcomes, notes, signal));
     if (signal.aborted || !this.may()) return { kind: 'done' };
     return this.release(job, placed ? hold : undefined, delivery, signal);
   }
@@ -309,7 +373,9 @@ export class Reconciler {
   }
 
   private async event(job: V1Job, delivery: Delivery): Promise<void> {
-    const ev = deliveryEvent(delivery);
+    // Counted with the record, which is written once per Job.
+    if (delivery.injection === 'missed') this.o.onMissed?.();
+    const ev = delivery.injection === 'missed' ? missedEvent(delivery) : deliveryEvent(delivery);
     try {
       await this.o.api.createEvent(job.metadata!.namespace!, jobEvent(job, ev.type, ev.reason, ev.message, this.o.identity ?? EVENT_SOURCE));
     } catch (err) {

@@ -3,7 +3,7 @@
 // Pure: the reconciler (harvester/reconcile.ts) reads the objects and writes
 // the annotation and the Event this computes.
 import type { V1ContainerStatus, V1Job, V1Pod } from '@kubernetes/client-node';
-import { DELIVERY_ANNOTATION, STATUS_ANNOTATION, type Delivery, type DeliveryUsage, type InjectionStatus } from '../src/contract/harvest.ts';
+import { DELIVERY_ANNOTATION, INJECTION_MISSED_REASON, STATUS_ANNOTATION, type Delivery, type DeliveryUsage, type InjectionStatus } from '../src/contract/harvest.ts';
 import { decodeTermination, type TerminationMessage } from '../src/contract/termination.ts';
 
 export { DELIVERY_ANNOTATION };
@@ -152,6 +152,20 @@ export function deliveryEvent(d: Delivery): JobEvent {
   if (gaps > 0) parts.push(`${plural(gaps, 'resume gap')} (lines may have been lost to a log rotation while the log stream was cut)`);
   const notes = d.notes && d.notes.length > 0 ? ` (${d.notes.join('; ')})` : '';
   return { type: 'Warning', reason: 'LogsLost', message: `${head}${harvested}; ${parts.join(', ')}${notes}` };
+}
+
+/**
+ * The one Event on a Job that missed injection, in place of LogsShipped or
+ * LogsLost: a Warning, since the Job ran without what the namespace asked for,
+ * and the counts the record carries.
+ */
+export function missedEvent(d: Delivery): JobEvent {
+  const head = `created without the log sidecar (the webhook was unreachable or not yet installed); ${plural(d.shipped, 'line')} from ${plural(d.pods, 'pod')} shipped to ${d.sink} by the harvester`;
+  const parts: string[] = [];
+  if (d.lost > 0) parts.push(`${plural(d.lost, 'line')} lost`);
+  if (d.unaccounted > 0) parts.push(`${plural(d.unaccounted, 'pod')} not read (lines may be lost)`);
+  const notes = d.notes && d.notes.length > 0 ? ` (${d.notes.join('; ')})` : '';
+  return { type: 'Warning', reason: INJECTION_MISSED_REASON, message: `${head}${parts.length > 0 ? `; ${parts.join(', ')}` : ''}${notes}` };
 }
 
 export function encodeDelivery(d: Delivery): string {

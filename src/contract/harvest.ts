@@ -5,6 +5,12 @@
 export const INJECTED_LABEL = 'jobharvest.io/injected';
 /** The original TTL while the harvester holds a Job (signed by the harvester). */
 export const HOLD_ANNOTATION = 'jobharvest.io/hold';
+/**
+ * The Event reason, on a Job that ran without the sidecar in a namespace that
+ * injects (created while the webhook was unreachable or not yet installed),
+ * that the harvester found and recorded.
+ */
+export const INJECTION_MISSED_REASON = 'InjectionMissed';
 /** Where a finished Job's logs went (signed by the harvester). */
 export const DELIVERY_ANNOTATION = 'jobharvest.io/delivery';
 /** What the webhook recorded about an injection (jobharvest.io/status). */
@@ -76,6 +82,12 @@ export interface Delivery {
   readonly notes?: readonly string[];
   /** What the pods requested and how long they ran; absent when no pod could be measured. */
   readonly usage?: DeliveryUsage;
+  /**
+   * `missed`: the Job ran without the sidecar, created while the webhook was
+   * unreachable or not yet installed (harvester/missed.ts); every line in
+   * `shipped` is one the harvester read through pods/log. Absent otherwise.
+   */
+  readonly injection?: 'missed';
 }
 
 const count = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
@@ -93,6 +105,7 @@ export function parseDelivery(v: unknown): Delivery | undefined {
   if (d.harvested !== undefined && !count(d.harvested)) return undefined;
   if (d.resume_gaps !== undefined && !count(d.resume_gaps)) return undefined;
   if (d.notes !== undefined && !(Array.isArray(d.notes) && d.notes.every((n) => typeof n === 'string'))) return undefined;
+  if (d.injection !== undefined && d.injection !== 'missed') return undefined;
   if (d.usage !== undefined) {
     const u = d.usage as Record<string, unknown>;
     if (typeof u !== 'object' || u === null || !count(u.pods) || !count(u.cpu_request_millicores) || !count(u.memory_request_bytes) || !amount(u.run_seconds) || !amount(u.cpu_core_seconds) || !amount(u.memory_gib_seconds)) return undefined;

@@ -197,11 +197,20 @@ describe("the harvester's ServiceAccount", () => {
     expect(refused((await patch(harvester, OPTED, 'injected', { metadata: { labels: { 'jobharvest.io/injected': null } } })).code)).toBe(true);
   });
 
-  it('patches no Job outside an opted-in namespace, and none the webhook did not inject', async () => {
-    const outside = await patch(harvester, PLAIN, 'injected', { metadata: { annotations: { 'jobharvest.io/delivery': '{"x":1}' } } });
+  it('patches no Job outside an opted-in namespace, and of those the webhook did not label only one it never saw (a missed injection)', async () => {
+    const record = { metadata: { annotations: { 'jobharvest.io/delivery': '{"x":1}' } } };
+    const outside = await patch(harvester, PLAIN, 'injected', record);
     expect(refused(outside.code)).toBe(true);
     expect(outside.message).toMatch(/opted in/);
-    expect(refused((await patch(harvester, OPTED, 'plain', { metadata: { annotations: { 'jobharvest.io/delivery': '{"x":1}' } } })).code)).toBe(true);
+    // No label and no status, in a namespace opted in itself: the webhook never saw it, and its record may be written.
+    expect((await patch(harvester, OPTED, 'plain', record)).code).toBe(200);
+    // A status says the webhook saw it (or a tenant wrote one): without the label it is not the harvester's to write.
+    const seen = job('seen', false);
+    await cluster.batch.createNamespacedJob({ namespace: OPTED, body: { ...seen, metadata: { ...seen.metadata, annotations: { ...seen.metadata!.annotations, 'jobharvest.io/status': '{}' } } } });
+    expect(refused((await patch(harvester, OPTED, 'seen', record)).code)).toBe(true);
+    // Neither label nor status, in a namespace not opted in: refused.
+    await cluster.batch.createNamespacedJob({ namespace: PLAIN, body: job('plain', false) });
+    expect(refused((await patch(harvester, PLAIN, 'plain', record)).code)).toBe(true);
   });
 
   it("never lowers, removes or sets a Job's TTL beyond a hold, and never suspends it", async () => {
@@ -233,6 +242,7 @@ describe("the harvester's ServiceAccount", () => {
       type: 'Normal',
     });
     expect((await outcome(() => harvester.core.createNamespacedEvent({ namespace: OPTED, body: event(OPTED, 'LogsShipped'), dryRun: 'All' }))).code).toBe(200);
+    expect((await outcome(() => harvester.core.createNamespacedEvent({ namespace: OPTED, body: event(OPTED, 'InjectionMissed'), dryRun: 'All' }))).code).toBe(200);
     expect(refused((await outcome(() => harvester.core.createNamespacedEvent({ namespace: OPTED, body: event(OPTED, 'Killing', 'Pod'), dryRun: 'All' }))).code)).toBe(true);
     expect(refused((await outcome(() => harvester.core.createNamespacedEvent({ namespace: OPTED, body: event(OPTED, 'BackoffLimitExceeded'), dryRun: 'All' }))).code)).toBe(true);
     expect(refused((await outcome(() => harvester.core.createNamespacedEvent({ namespace: PLAIN, body: event(PLAIN, 'LogsShipped'), dryRun: 'All' }))).code)).toBe(true);

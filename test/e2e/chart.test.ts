@@ -469,12 +469,12 @@ describe('the rendered objects', () => {
       'the webhook binds only in namespaces opted in by their own annotation or label',
     ]);
     expect(who('jh-jobharvest-harvester-writes').validations.map((v) => v.message)).toEqual([
-      'the harvester patches only Jobs the webhook injected',
+      'the harvester patches only Jobs the webhook injected, and Jobs it never saw in namespaces opted in by their own annotation or label',
       'the harvester changes only jobharvest.io/delivery, jobharvest.io/hold and jobharvest.io/logs-url among a Job\'s annotations',
       'the harvester changes no label of a Job',
       'the harvester never suspends a Job or changes its spec beyond ttlSecondsAfterFinished',
       'the harvester changes ttlSecondsAfterFinished only to raise it for a hold that records the original, and to put that original back',
-      'the harvester reports only LogsShipped and LogsLost Events about Jobs',
+      'the harvester reports only LogsShipped, LogsLost and InjectionMissed Events about Jobs',
       'the harvester writes only in namespaces opted in by their own annotation or label',
     ]);
     // Owner kinds put injected Jobs in namespaces not opted in themselves: the label rule bounds them there.
@@ -535,6 +535,8 @@ describe('the rendered objects', () => {
     ]);
     expect(rulesOf(one<V1ClusterRole>(objects, 'ClusterRole', 'jh-jobharvest-harvester'))).toEqual([
       { apiGroups: ['batch'], resources: ['jobs'], verbs: ['get', 'list', 'watch', 'patch'] },
+      // Which namespaces opted in, to tell a Job that missed injection.
+      { apiGroups: [''], resources: ['namespaces'], verbs: ['list', 'watch'] },
       { apiGroups: [''], resources: ['events'], verbs: ['create', 'list'] },
     ]);
     expect(rulesOf(one<V1Role>(objects, 'Role', 'jh-jobharvest-harvester'))).toEqual([
@@ -543,7 +545,9 @@ describe('the rendered objects', () => {
     ]);
     const h = harvesterDeployment(objects).spec!.template.spec!;
     expect(h.serviceAccountName).toBe('jh-jobharvest-harvester');
-    expect(h.containers[0]!.args).toEqual(expect.arrayContaining(['/app/harvester.mjs', '--max-hold-seconds=86400', '--lease-seconds=15', '--concurrency=4']));
+    expect(h.containers[0]!.args).toEqual(expect.arrayContaining(['/app/harvester.mjs', '--max-hold-seconds=86400', '--lease-seconds=15', '--concurrency=4', '--config=/etc/jobharvest/config.yaml']));
+    // The webhook's own configuration, from the webhook's ConfigMap.
+    expect(h.volumes).toContainEqual({ name: 'config', configMap: { name: 'jh-jobharvest' } });
     expect(h.containers[0]!.securityContext).toMatchObject({ readOnlyRootFilesystem: true, runAsNonRoot: true, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
     expect(rulesOf(one<V1ClusterRole>(objects, 'ClusterRole', 'jh-jobharvest-log-reader'))).toEqual([
       { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },

@@ -14,6 +14,8 @@ import { MAX_NOTES, Reconciler, type HarvestApi, type ReconcilerOptions, type Wr
 import { DEFAULT_LIMITS, type ShipRequest, type ShipResult } from '../../harvester/ship.ts';
 import { verifyInjection } from '../../harvester/trust.ts';
 import { PodReports } from '../../harvester/pod-reports.ts';
+import { missedInjection } from '../../harvester/missed.ts';
+import type { NamespaceMeta } from '../../src/core/kube.ts';
 import { durableConfig, job as jobFixture, optedIn } from './fixtures.ts';
 
 const KEY = Buffer.from('0123456789abcdef0123456789abcdef');
@@ -618,5 +620,128 @@ describe('reconcile across a key rotation', () => {
     const d = deliveryRecordOf(api.job, NEW)!;
     expect(d).toMatchObject({ sink: 'unknown', shipped: 0, unaccounted: 1 });
     expect(d.notes?.[0]).toContain(`not harvested: the injection was signed with another signing key (key id ${keyId(OLD)}, this one's is ${keyId(NEW)})`);
+  });
+});
+
+describe('a Job that missed injection', () => {
+  /** An opted-in namespace whose Jobs would ship to the approved destination. */
+  const NS = optedIn('team-a', { annotations: { 'jobharvest.io/sink': 'http', 'jobharvest.io/endpoint': ENDPOINT } });
+  const CONFIG = durableConfig();
+  const missedCheck = (ns: NamespaceMeta | undefined = NS) => (j: V1Job) => missedInjection(j, ns, CONFIG);
+
+  /** A Job as the API server stores it when the webhook was not there to patch it: no sidecar, no label, no status. */
+  function uninjected(over: { ttl?: number; annotations?: Record<string, string>; labels?: Record<string, string> } = {}): V1Job {
+    const j = jobFixture('build') as V1Job;
+    j.metadata = { ...j.metadata, ...(over.annotations ? { annotations: over.annotations } : {}), ...(over.labels ? { labels: over.labels } : {}) };
+    if (over.ttl !== undefined) j.spec = { ...j.spec!, ttlSecondsAfterFinished: over.ttl };
+    return { ...finished(j), status: { conditions: [{ type: 'Complete', status: 'True', lastTransitionTime: new Date(Date.now() - 1000) }], succeeded: 1 } };
+  }
+
+  /** A pod of that Job: no sidecar in it, so no termination report either. */
+  function plainPod(name: string, from: V1Job, owner: string | null = 'job-uid'): V1Pod {
+    return {
+      metadata: {
+        name,
+        namespace: 'team-a',
+        uid: `${name}-uid`,
+        labels: { 'batch.kubernetes.io/controller-uid': 'job-uid', 'batch.kubernetes.io/job-name': 'build' },
+        ...(owner ? { ownerReferences: [{ apiVersion: 'batch/v1', kind: 'Job', name: 'build', uid: owner, controller: true }] } : {}),
+      },
+      spec: structuredClone(from.spec!.template.spec!),
+      status: { phase: 'Succeeded', containerStatuses: [{ name: 'main', image: 'x', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode: 0 } } }] },
+    };
+  }
+
+  it("is told by the webhook's own decide: missed when it would have been injected, not when skipped on purpose", () => {
+    expect(missedInjection(uninjected(), NS, CONFIG)).toEqual({ missed: true, sink: 'http', endpoint: ENDPOINT });
+    // A label anyone can set hides nothing: without a status the Job is judged as it is.
+    expect(missedInjection(uninjected({ labels: { [INJECTED_LABEL]: 'true' }, annotations: { [SIGNATURE_ANNOTATION]: 'v2.forged' } }), NS, CONFIG).missed).toBe(true);
+    const skipped: Array<[string, V1Job, NamespaceMeta | undefined, string]> = [
+      ['opted out by the Job', uninjected({ annotations: { 'jobharvest.io/inject': 'false' } }), NS, 'opted-out-job'],
+      ['managed by another controller', { ...uninjected(), spec: { ...uninjected().spec!, managedBy: 'kueue.x-k8s.io/multikueue' } }, NS, 'managed-elsewhere'],
+      ['with a status (went through the webhook, or forged: reported as an injection that does not verify)', uninjected({ annotations: { 'jobharvest.io/status': '{}' } }), NS, 'injection status'],
+      ['in a namespace not opted in', uninjected(), undefined, 'not opted in'],
+      ['in a namespace labelled disabled', uninjected(), optedIn('team-a', { labels: { 'jobharvest.io/inject': 'disabled' } }), 'not opted in'],
+      ['in an excluded namespace', uninjected(), optedIn('kube-system'), 'not opted in'],
+    ];
+    for (const [what, j, ns, why] of skipped) {
+      const r = missedInjection(j, ns, CONFIG);
+      expect(r.missed, what).toBe(false);
+      expect(r.missed === false && r.why, what).toContain(why);
+    }
+  });
+
+  it('with a TTL of its own: held by the same hold, every line of its own pods shipped from the start, the TTL put back, the record and an InjectionMissed Event say so', async () => {
+    const j = uninjected({ ttl: 30 });
+    const api = new FakeApi(j, [plainPod('p1', j), plainPod('p2', j), plainPod('stray', j, null)]);
+    const shipped: ShipRequest[] = [];
+    let counted = 0;
+    expect(await run(reconciler(api, shipped, { missed: missedCheck(), onMissed: () => counted++, result: { missing: 40, shipped: 40, lost: 0 } }))).toEqual({ kind: 'done' });
+    // Only the Job's own pods (controller ownerReference), each from its start: there is no report to resume from.
+    expect(shipped.map((r) => [r.pod.metadata?.name, r.message, r.sidecar, r.destination.name])).toEqual([
+      ['p1', undefined, 'jobharvest', 'default'],
+      ['p2', undefined, 'jobharvest', 'default'],
+    ]);
+    const [hold, release] = api.patches as Array<{ spec?: { ttlSecondsAfterFinished: number | null }; metadata: { annotations: Record<string, string | null> } }>;
+    expect(api.patches).toHaveLength(2);
+    expect(hold!.spec!.ttlSecondsAfterFinished).toBeGreaterThanOrEqual(86_400);
+    expect(JSON.parse(hold!.metadata.annotations[HOLD_ANNOTATION]!)).toMatchObject({ originalTtl: 30 });
+    expect(release!.spec!.ttlSecondsAfterFinished).toBe(30);
+    expect(api.job.spec?.ttlSecondsAfterFinished).toBe(30);
+    expect(api.job.metadata?.annotations?.[HOLD_ANNOTATION]).toBeUndefined();
+    expect(api.delivery()).toEqual({ sink: 'http', pods: 2, shipped: 80, lost: 0, unaccounted: 0, harvested: 80, injection: 'missed', notes: [expect.stringMatching(/^1 pod\(s\) carry the Job's label but are not its own/)] });
+    expect(api.events.map((e) => [e.type, e.reason])).toEqual([['Warning', 'InjectionMissed']]);
+    expect(api.events[0]!.message).toMatch(/^created without the log sidecar .*; 80 lines from 2 pods shipped to http by the harvester/);
+    expect(counted).toBe(1);
+    // Recorded: a second pass writes nothing and counts nothing.
+    await run(reconciler(api, shipped, { missed: missedCheck(), onMissed: () => counted++ }));
+    expect(api.patches).toHaveLength(2);
+    expect(counted).toBe(1);
+  });
+
+  it("without a TTL: no TTL of the harvester's own, one write, the record as usual", async () => {
+    const j = uninjected();
+    const api = new FakeApi(j, [plainPod('p1', j)]);
+    const shipped: ShipRequest[] = [];
+    await run(reconciler(api, shipped, { missed: missedCheck(), result: { missing: 7, shipped: 7, lost: 0 } }));
+    expect(shipped).toHaveLength(1);
+    expect(api.patches).toHaveLength(1);
+    expect(api.patches.some((p) => 'spec' in p)).toBe(false);
+    expect(api.job.spec?.ttlSecondsAfterFinished).toBeUndefined();
+    expect(api.delivery()).toEqual({ sink: 'http', pods: 1, shipped: 7, lost: 0, unaccounted: 0, harvested: 7, injection: 'missed' });
+  });
+
+  it('a forged injected label does not hide it: found through the injected watch, shipped and recorded as missed', async () => {
+    const j = uninjected({ ttl: 30, labels: { [INJECTED_LABEL]: 'true' } });
+    const api = new FakeApi(j, [plainPod('p1', j)]);
+    const shipped: ShipRequest[] = [];
+    await run(reconciler(api, shipped, { missed: missedCheck() }));
+    expect(shipped).toHaveLength(1);
+    expect(api.delivery()).toMatchObject({ shipped: 5, harvested: 5, injection: 'missed' });
+  });
+
+  it('an endpoint the operator did not approve: nothing sent, no hold, and the record says why', async () => {
+    const ns = optedIn('team-a', { annotations: { 'jobharvest.io/sink': 'http', 'jobharvest.io/endpoint': 'http://elsewhere.example/ingest' } });
+    const j = uninjected({ ttl: 30 });
+    const api = new FakeApi(j, [plainPod('p1', j)]);
+    const shipped: ShipRequest[] = [];
+    await run(reconciler(api, shipped, { missed: missedCheck(ns) }));
+    expect(shipped).toHaveLength(0);
+    expect(api.patches).toHaveLength(1);
+    expect(api.job.spec?.ttlSecondsAfterFinished).toBe(30);
+    expect(api.delivery()).toMatchObject({ pods: 1, shipped: 0, unaccounted: 1, injection: 'missed', notes: [expect.stringMatching(/is not an approved destination/)] });
+  });
+
+  it('skipped on purpose (opted out): no harvest, no InjectionMissed; reported as before, as an injection that does not verify', async () => {
+    const j = uninjected({ ttl: 30, labels: { [INJECTED_LABEL]: 'true' }, annotations: { 'jobharvest.io/inject': 'false' } });
+    const api = new FakeApi(j, [plainPod('p1', j)]);
+    const shipped: ShipRequest[] = [];
+    let counted = 0;
+    await run(reconciler(api, shipped, { missed: missedCheck(), onMissed: () => counted++ }));
+    expect(shipped).toHaveLength(0);
+    expect(counted).toBe(0);
+    expect(api.delivery()?.injection).toBeUndefined();
+    expect(api.delivery()?.notes?.[0]).toMatch(/^not harvested:/);
+    expect(api.events.map((e) => e.reason)).toEqual(['LogsLost']);
   });
 });

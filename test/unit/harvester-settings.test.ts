@@ -51,6 +51,23 @@ describe('harvester settings', () => {
     expect(() => parseSettings(['--signing-key-file', f, '--pod-reports-mib', '0'], {})).toThrow();
   });
 
+  it("--config: the webhook's configuration file, which tells a missed injection as admission would; the webhook's defaults without it", async () => {
+    const { missedInjection } = await import('../../harvester/missed.ts');
+    const f = keyFile();
+    const cfg = join(mkdtempSync(join(tmpdir(), 'hv-config-')), 'config.yaml');
+    writeFileSync(cfg, 'webhookNamespace: logging\nexcludedNamespaces: [batch-legacy]\nsink:\n  type: http\n  endpoint: http://logs.example:8080/ingest\n');
+    const s = parseSettings(['--signing-key-file', f, '--config', cfg], {});
+    const job = { metadata: { name: 'j', namespace: 'batch-legacy' }, spec: { template: { spec: { restartPolicy: 'Never', containers: [{ name: 'main', image: 'busybox' }] } } } };
+    const ns = (name: string) => ({ name, annotations: { 'jobharvest.io/inject': 'enabled' } });
+    expect(missedInjection(job, ns('batch-legacy'), s.config).missed).toBe(false);
+    expect(missedInjection(job, ns('logging'), s.config).missed).toBe(false);
+    expect(missedInjection({ ...job, metadata: { name: 'j', namespace: 'team-a' } }, ns('team-a'), s.config)).toEqual({ missed: true, sink: 'http', endpoint: 'http://logs.example:8080/ingest' });
+    // Without it: the webhook's defaults, where the chart's own namespace is jobharvest.
+    expect(parseSettings(['--signing-key-file', f], {}).config.webhookNamespace).toBe('jobharvest');
+    writeFileSync(cfg, 'sink: [not, a, map]\n');
+    expect(() => parseSettings(['--signing-key-file', f, '--config', cfg], {})).toThrow();
+  });
+
   it('refuses a level it does not know', () => {
     const f = keyFile();
     expect(() => parseSettings(['--signing-key-file', f], { JOBHARVEST_LOG_LEVEL: 'verbose' })).toThrow(/JOBHARVEST_LOG_LEVEL/);

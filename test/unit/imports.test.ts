@@ -69,13 +69,26 @@ describe('programs depend on shared layers, never on each other', () => {
     expect(bad).toEqual([]);
   });
 
-  it('the sidecar and the harvester take only the contract from src/, and the sidecar nothing of the harvester', () => {
+  it('the sidecar takes only the contract from src/, the harvester only the contract and the pure core, and the sidecar nothing of the harvester', () => {
+    // The harvester runs the webhook's own decide to tell a missed injection;
+    // the core is pure (next test), so it loads none of the webhook's server or edge.
+    const allowed = (f: string, i: string) => under(i, 'src/contract') || (under(f, 'harvester') && under(i, 'src/core'));
     const bad = [...files('sidecar'), ...files('harvester')].flatMap((f) =>
       allImportsOf(f)
-        .filter((i) => (under(i, 'src') && !under(i, 'src/contract')) || (under(f, 'sidecar') && under(i, 'harvester')))
+        .filter((i) => (under(i, 'src') && !allowed(f, i)) || (under(f, 'sidecar') && under(i, 'harvester')))
         .map((i) => `${relative(ROOT, f)} → ${relative(ROOT, i)}`),
     );
     expect(files('harvester').length).toBeGreaterThan(5);
+    expect(bad).toEqual([]);
+  });
+
+  it('the core (src/core/) imports nothing of src/ beyond itself and the contract: the harvester loads no webhook I/O through it', () => {
+    const bad = files('src/core').flatMap((f) =>
+      allImportsOf(f)
+        .filter((i) => !under(i, 'src/core') && !under(i, 'src/contract'))
+        .map((i) => `${relative(ROOT, f)} → ${relative(ROOT, i)}`),
+    );
+    expect(files('src/core').length).toBeGreaterThan(5);
     expect(bad).toEqual([]);
   });
 
