@@ -13,7 +13,8 @@
 //      past it is deleted at once and the others when it runs out;
 //   4. the log-reader RoleBindings the webhook made in each namespace, and
 //      the certificate and signing Secrets it made, are deleted: only those
-//      that carry its label (src/contract/managed-by.ts), under its names.
+//      that carry its label (src/contract/managed-by.ts), under its names;
+//      and the harvester's leader-election Lease.
 //
 // Jobs still running keep their sidecars, which need nothing of jobharvest's
 // to ship (see docs/operations.md, "Uninstall"); nothing waits for them.
@@ -21,7 +22,7 @@
 // The hook is bounded (--deadline-seconds) and never fails the uninstall:
 // every step logs what it could not do and goes on, and the program exits 0.
 // A failed hook would stop `helm uninstall` before Helm deletes anything.
-import { AdmissionregistrationV1Api, BatchV1Api, CoreV1Api, KubeConfig, PatchStrategy, RbacAuthorizationV1Api, setHeaderOptions, type V1Job, type V1RoleBinding, type V1Secret } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, BatchV1Api, CoordinationV1Api, CoreV1Api, KubeConfig, PatchStrategy, RbacAuthorizationV1Api, setHeaderOptions, type V1Job, type V1RoleBinding, type V1Secret } from '@kubernetes/client-node';
 import { Command, InvalidArgumentError } from 'commander';
 import { existsSync, readFileSync } from 'node:fs';
 import { isIPv6 } from 'node:net';
@@ -45,6 +46,8 @@ export interface UninstallSettings {
   /** The log-reader ClusterRole: its two RoleBindings are deleted in every namespace. Unset: none kept. */
   readonly logReaderRole: string | undefined;
   readonly secrets: readonly string[];
+  /** The harvester's leader-election Lease, which it creates at its first election. */
+  readonly leases: readonly string[];
   /** Holds are released only when the key they were signed with is known. */
   readonly signingKeyFile: string | undefined;
   readonly deadlineMs: number;
@@ -70,6 +73,7 @@ export function parseUninstallSettings(argv: readonly string[], env: NodeJS.Proc
     .option('--role-binding <name>', "a RoleBinding of the programs in the release's namespace to delete likewise (repeatable)", collect, [])
     .option('--log-reader-role <name>', "the log-reader ClusterRole: its RoleBindings that the webhook made are deleted in every namespace")
     .option('--secret <name>', "a Secret of the release's namespace to delete if the webhook made it (repeatable)", collect, [])
+    .option('--lease <name>', "a Lease of the release's namespace to delete (the harvester's; repeatable)", collect, [])
     .option('--signing-key-file <file>', 'the key holds are signed with; without it no hold is released')
     .option('--deadline-seconds <n>', 'stop and exit 0 after this long, whatever is left', int(1, 3600), 120)
     .option('--settle-seconds <n>', 'wait between revoking the bindings and reading the holds', int(0, 60), 2)
@@ -88,6 +92,7 @@ export function parseUninstallSettings(argv: readonly string[], env: NodeJS.Proc
     roleBinding: string[];
     logReaderRole?: string;
     secret: string[];
+    lease: string[];
     signingKeyFile?: string;
     deadlineSeconds: number;
     settleSeconds: number;
@@ -104,6 +109,7 @@ export function parseUninstallSettings(argv: readonly string[], env: NodeJS.Proc
     roleBindings: o.roleBinding,
     logReaderRole: o.logReaderRole || undefined,
     secrets: o.secret,
+    leases: o.lease,
     signingKeyFile: o.signingKeyFile,
     deadlineMs: o.deadlineSeconds * 1000,
     settleMs: o.settleSeconds * 1000,
@@ -162,6 +168,7 @@ export interface UninstallSummary {
   holdsNotOurs: number;
   logReaderBindingsDeleted: number;
   secretsDeleted: number;
+  leasesDeleted: number;
   /** Steps or objects that failed, or were not reached before the deadline. */
   failures: number;
 }
@@ -173,7 +180,8 @@ export async function uninstall(kc: KubeConfig, s: UninstallSettings, key: Signi
   const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
   const batch = kc.makeApiClient(BatchV1Api);
   const core = kc.makeApiClient(CoreV1Api);
-  const sum: UninstallSummary = { webhookConfiguration: 'failed', bindingsRevoked: 0, holdsReleased: 0, holdsNotOurs: 0, logReaderBindingsDeleted: 0, secretsDeleted: 0, failures: 0 };
+  const coordination = kc.makeApiClient(CoordinationV1Api);
+  const sum: UninstallSummary = { webhookConfiguration: 'failed', bindingsRevoked: 0, holdsReleased: 0, holdsNotOurs: 0, logReaderBindingsDeleted: 0, secretsDeleted: 0, leasesDeleted: 0, failures: 0 };
   const late = (step: string): boolean => {
     if (Date.now() < deadlineAt) return false;
     lg('warn', 'deadline reached; the rest is left', { step });
@@ -309,6 +317,15 @@ export async function uninstall(kc: KubeConfig, s: UninstallSettings, key: Signi
       lg('info', 'Secret deleted', { name, namespace: s.namespace });
     } catch (err) {
       if (!gone(err)) failed('delete a Secret', err, { name, namespace: s.namespace });
+    }
+  }
+  for (const name of s.leases) {
+    if (late('delete Leases')) return sum;
+    try {
+      await coordination.deleteNamespacedLease({ name, namespace: s.namespace });
+      sum.leasesDeleted++;
+    } catch (err) {
+      if (!gone(err)) failed('delete a Lease', err, { name, namespace: s.namespace });
     }
   }
   return sum;
