@@ -64,7 +64,9 @@ let dir: string;
 const cleanup: Array<() => Promise<unknown>> = [];
 
 const values = (): object => ({
-  sink: { type: 'http', endpoint: live.url },
+  // The chart's own sink is approved for in-cluster and private addresses only, never loopback:
+  // the Jobs here name their endpoint themselves (jobharvest.io/endpoint).
+  sink: { type: 'http', endpoint: 'http://logs.example.invalid/' },
   harvester: {
     leaseSeconds: 3,
     // Approved, loopback allowed, and down: the held Job's sidecar cannot ship there, and the harvester holds the Job while it retries.
@@ -140,7 +142,7 @@ async function startPrograms(objects: K8sObject[]): Promise<void> {
 
 function job(name: keyof typeof LINES, script: string, annotations: Record<string, string> = {}): V1Job {
   const j = shellJob(name, { script, terminationGracePeriodSeconds: 30 });
-  j.metadata!.annotations = { 'jobharvest.io/ttl-seconds-after-finished': String(TTL[name]), ...annotations };
+  j.metadata!.annotations = { 'jobharvest.io/ttl-seconds-after-finished': String(TTL[name]), 'jobharvest.io/endpoint': live.url, ...annotations };
   return j;
 }
 
@@ -224,18 +226,33 @@ describe('helm uninstall', () => {
     await cluster.core.readNamespacedSecret({ name: `${FULLNAME}-tls`, namespace: RELEASE_NS });
     await coordination.readNamespacedLease({ name: `${FULLNAME}-harvester`, namespace: RELEASE_NS });
 
-    // Every state of the three Jobs from here on, the last before each deletion included.
+    // Every state of the three Jobs from here on, the last before each deletion included. The server
+    // ends each watch within 20 s (client-node drops a watch silent for 30 s); it resumes from the
+    // last resourceVersion seen, as a reflector does.
     const seen = new Map<string, Array<{ type: string; at: number; job: V1Job }>>();
-    const watch = await new Watch(cluster.kc).watch(
-      `/apis/batch/v1/namespaces/${WORK_NS}/jobs`,
-      {},
-      (type: string, obj: V1Job) => {
-        const name = obj.metadata!.name!;
-        seen.set(name, [...(seen.get(name) ?? []), { type, at: Date.now(), job: obj }]);
-      },
-      () => undefined,
-    );
-    cleanup.push(async () => watch.abort());
+    let lastRv: string | undefined;
+    let watching = true;
+    let current: { abort(): void } | undefined;
+    const follow = async (): Promise<void> => {
+      current = await new Watch(cluster.kc).watch(
+        `/apis/batch/v1/namespaces/${WORK_NS}/jobs`,
+        { timeoutSeconds: 20, ...(lastRv ? { resourceVersion: lastRv } : {}) },
+        (type: string, obj: V1Job) => {
+          lastRv = obj.metadata?.resourceVersion ?? lastRv;
+          const name = obj.metadata!.name!;
+          // A resumed watch starts with no replay, so nothing is seen twice.
+          seen.set(name, [...(seen.get(name) ?? []), { type, at: Date.now(), job: obj }]);
+        },
+        () => {
+          if (watching) void follow();
+        },
+      );
+    };
+    await follow();
+    cleanup.push(async () => {
+      watching = false;
+      current?.abort();
+    });
 
     const uninstalled = await helmRun(['uninstall', RELEASE, '--namespace', RELEASE_NS, '--timeout', '3m']);
     const uninstalledAt = Date.now();
@@ -249,6 +266,25 @@ describe('helm uninstall', () => {
     expect(after.metadata!.labels?.[INJECTED_LABEL]).toBeUndefined();
     expect(Object.keys(after.metadata!.annotations ?? {}).filter((k) => k.startsWith('jobharvest.io/'))).toEqual([]);
     expect(await absent(() => cluster.admission.readMutatingWebhookConfiguration({ name: FULLNAME }))).toBe(true);
+    // The hook ran on the test kubelet as the chart renders it, and did each step on its own RBAC, with nothing refused.
+    const hookPods = kubelet!.allWorkers().filter((w) => w.namespace === RELEASE_NS && w.labels['app.kubernetes.io/component'] === 'uninstall');
+    expect(hookPods).toHaveLength(1);
+    const hookLog = hookPods[0]!.output('uninstall');
+    const done = hookLog.map((l) => (l.startsWith('{') ? (JSON.parse(l) as Record<string, unknown>) : {})).find((l) => l.msg === 'uninstall done');
+    console.log(`the hook's summary: ${JSON.stringify(done)}`);
+    expect(done, hookLog.join('\n')).toMatchObject({
+      webhookConfiguration: 'deleted',
+      // <fullname> and <fullname>-harvester; the webhook's two Secret RoleBindings and the harvester's Lease RoleBinding.
+      bindingsRevoked: 5,
+      holdsReleased: 1,
+      holdsNotOurs: 0,
+      // The harvester's in both opted-in namespaces, the sidecars' in the api-mode one.
+      logReaderBindingsDeleted: 3,
+      secretsDeleted: 2,
+      leasesDeleted: 1,
+      failures: 0,
+    });
+    expect(hookLog.join('\n')).not.toMatch(/forbidden/i);
     // The webhook process here still runs (on a cluster, Helm is deleting its pods): the API server just no longer calls it.
     expect(programs[0]!.exited()).toBe(false);
 
