@@ -215,6 +215,10 @@ describe('helm uninstall', () => {
     }, { timeoutMs: 60_000 });
     expect(holdOf(heldBefore, key)!.originalTtl).toBe(TTL.held);
     expect(heldBefore.spec!.ttlSecondsAfterFinished).toBeGreaterThan(3600);
+    // Held past its own TTL: only the hold keeps it.
+    const heldEnd = finishedAt(heldBefore)!;
+    await new Promise((r) => setTimeout(r, Math.max(0, heldEnd + (TTL.held + 3) * 1000 - Date.now())));
+    expect(holdOf(await readJob('held'), key)).toBeDefined();
     // Running: half its lines out, the rest after the uninstall.
     await cluster.batch.createNamespacedJob({ namespace: WORK_NS, body: job('running', `${lines('running', 1, LINES.running / 2)}; sleep 40; ${lines('running', LINES.running / 2 + 1, LINES.running)}`) });
     await live.waitForLines(LINES.finished + LINES.running / 2, 60_000);
