@@ -16,8 +16,10 @@
 //      that carry its label (src/contract/managed-by.ts), under its names;
 //      and the harvester's leader-election Lease.
 //
-// Jobs still running keep their sidecars, which need nothing of jobharvest's
-// to ship (see docs/operations.md, "Uninstall"); nothing waits for them.
+// Jobs still running keep their sidecars, which ship to the log server with
+// nothing of jobharvest's (in node mode; an api-mode sidecar loses its log
+// reader with the chart's ClusterRole): docs/operations.md, "Uninstall".
+// Nothing waits for them.
 //
 // The hook is bounded (--deadline-seconds) and never fails the uninstall:
 // every step logs what it could not do and goes on, and the program exits 0.
