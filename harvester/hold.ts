@@ -95,3 +95,16 @@ export function releasePatch(job: V1Job, keys: VerifyingKeys, hold: Hold, delive
     spec: { ttlSecondsAfterFinished: hold.originalTtl },
   };
 }
+
+/**
+ * JSON merge patch that ends a hold with no delivery record: the original TTL
+ * back and the hold gone, as the release writes them. The uninstall hook uses
+ * it (harvester/uninstall.ts): nothing will harvest the Job after it, and the
+ * Job must be deleted by its own TTL, not by the raised one.
+ */
+export function holdReleasePatch(job: V1Job, hold: Hold): object {
+  return {
+    metadata: { resourceVersion: job.metadata?.resourceVersion, annotations: { [HOLD_ANNOTATION]: null } },
+    spec: { ttlSecondsAfterFinished: hold.originalTtl },
+  };
+}

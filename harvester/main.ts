@@ -27,6 +27,7 @@ import { WorkQueue } from './queue.ts';
 import { Reconciler } from './reconcile.ts';
 import { DEFAULT_LIMITS, shipPod } from './ship.ts';
 import { verifyInjection } from './trust.ts';
+import { runUninstall } from './uninstall.ts';
 
 /** The longest hold: a week, as `ttlSecondsAfterFinished` arithmetic and timers stay exact far beyond it. */
 export const MAX_HOLD_LIMIT_SECONDS = 7 * 24 * 3600;
@@ -63,7 +64,7 @@ const int = (min: number, max: number) => (v: string): number => {
 
 export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): HarvesterSettings {
   const cmd = new Command('harvester')
-    .description("reports where injected Jobs' logs went and ships what their sidecars could not")
+    .description("reports where injected Jobs' logs went and ships what their sidecars could not (`uninstall --help`: the chart's pre-delete hook)")
     .option('--kubeconfig <file>', 'kubeconfig (default: in cluster, then $KUBECONFIG)')
     .option('--namespace <ns>', "namespace of the leader Lease (default: $POD_NAMESPACE, else 'jobharvest')")
     .option('--lease-name <name>', 'name of the leader Lease', 'jobharvest-harvester')
@@ -298,6 +299,8 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
 }
 
 export async function main(argv: readonly string[]): Promise<void> {
+  // The chart's pre-delete hook runs the same image: `harvester.mjs uninstall …`.
+  if (argv[0] === 'uninstall') await runUninstall(argv.slice(1));
   let settings: HarvesterSettings;
   try {
     settings = parseSettings(argv);

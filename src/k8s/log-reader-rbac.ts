@@ -1,4 +1,5 @@
 import type { RbacAuthorizationV1Api, V1RoleBinding } from '@kubernetes/client-node';
+import { logReaderBindingNames } from '../contract/managed-by.ts';
 import { excludedNamespaces, type Config } from '../core/config.ts';
 import { namespaceMode, namespaceOptIn } from '../core/decide.ts';
 import type { NamespaceMeta } from '../core/kube.ts';
@@ -22,7 +23,7 @@ export interface LogReaderRbacOptions {
 
 /** Name of the binding that lets the webhook read pods and their logs in a namespace. */
 export function webhookBindingName(clusterRole: string): string {
-  return `${clusterRole}-webhook`;
+  return logReaderBindingNames(clusterRole).harvester;
 }
 
 type Subject = NonNullable<V1RoleBinding['subjects']>[number];
@@ -77,7 +78,7 @@ export class LogReaderRbac {
 
   private sidecarBinding(namespace: string): { name: string; subject: Subject } | undefined {
     if (this.opts.sidecars === false) return undefined;
-    return { name: this.opts.clusterRole, subject: { kind: 'Group', apiGroup: 'rbac.authorization.k8s.io', name: `system:serviceaccounts:${namespace}` } };
+    return { name: logReaderBindingNames(this.opts.clusterRole).sidecars, subject: { kind: 'Group', apiGroup: 'rbac.authorization.k8s.io', name: `system:serviceaccounts:${namespace}` } };
   }
 
   private webhookBinding(_namespace: string): { name: string; subject: Subject } | undefined {

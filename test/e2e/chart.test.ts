@@ -456,7 +456,8 @@ describe('the rendered objects', () => {
     const who = (name: string) => one<Policy>(objects, 'ValidatingAdmissionPolicy', name).spec;
     expect(who('jh-jobharvest-webhook-configuration').matchConditions[0]!.expression).toBe("request.userInfo.username == 'system:serviceaccount:jobharvest:jh-jobharvest'");
     expect(who('jh-jobharvest-log-reader-bindings').matchConditions[0]!.expression).toBe("request.userInfo.username == 'system:serviceaccount:jobharvest:jh-jobharvest'");
-    expect(who('jh-jobharvest-harvester-writes').matchConditions[0]!.expression).toBe("request.userInfo.username == 'system:serviceaccount:jobharvest:jh-jobharvest-harvester'");
+    // The uninstall hook releases holds as the harvester does, within the same bounds.
+    expect(who('jh-jobharvest-harvester-writes').matchConditions[0]!.expression).toBe("request.userInfo.username in ['system:serviceaccount:jobharvest:jh-jobharvest-harvester', 'system:serviceaccount:jobharvest:jh-jobharvest-uninstall']");
     for (const p of policies) expect(who(p).failurePolicy).toBe('Fail');
     expect(who('jh-jobharvest-webhook-configuration').validations.map((v) => v.message)).toEqual([
       'the webhook may update only its own MutatingWebhookConfiguration',
@@ -555,6 +556,48 @@ describe('the rendered objects', () => {
     ]);
   });
 
+  it('gives the uninstall hook exactly the rights of its steps, as pre-delete hooks removed once it succeeded', async () => {
+    const objects = await render(helm, { release: 'jh', namespace: 'jobharvest' });
+    const hooks = objects.filter((o) => o.metadata.annotations?.['helm.sh/hook'] !== undefined);
+    expect(hooks.map((o) => `${o.kind}/${o.metadata.name}`).sort()).toEqual(
+      ['ClusterRole', 'ClusterRoleBinding', 'Job', 'Role', 'RoleBinding', 'ServiceAccount'].map((k) => `${k}/jh-jobharvest-uninstall`),
+    );
+    for (const o of hooks) {
+      expect(o.metadata.annotations!['helm.sh/hook'], o.kind).toBe('pre-delete');
+      expect(o.metadata.annotations!['helm.sh/hook-delete-policy'], o.kind).toBe('before-hook-creation,hook-succeeded');
+      // The ServiceAccount and its RBAC exist before the Job starts.
+      expect(Number(o.metadata.annotations!['helm.sh/hook-weight']), o.kind).toBe(o.kind === 'Job' ? 0 : -10);
+    }
+    expect(rulesOf(one<V1ClusterRole>(objects, 'ClusterRole', 'jh-jobharvest-uninstall'))).toEqual([
+      { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: ['jh-jobharvest'], verbs: ['delete'] },
+      { apiGroups: ['rbac.authorization.k8s.io'], resources: ['clusterrolebindings'], resourceNames: ['jh-jobharvest', 'jh-jobharvest-harvester'], verbs: ['delete'] },
+      { apiGroups: ['batch'], resources: ['jobs'], verbs: ['list', 'get', 'patch'] },
+      { apiGroups: [''], resources: ['namespaces'], verbs: ['list'] },
+      { apiGroups: ['rbac.authorization.k8s.io'], resources: ['rolebindings'], resourceNames: ['jh-jobharvest-log-reader', 'jh-jobharvest-log-reader-webhook'], verbs: ['get', 'delete'] },
+    ]);
+    expect(rulesOf(one<V1Role>(objects, 'Role', 'jh-jobharvest-uninstall'))).toEqual([
+      { apiGroups: ['rbac.authorization.k8s.io'], resources: ['rolebindings'], resourceNames: ['jh-jobharvest-harvester', 'jh-jobharvest', 'jh-jobharvest-signing'], verbs: ['delete'] },
+      { apiGroups: [''], resources: ['secrets'], resourceNames: ['jh-jobharvest-tls', 'jh-jobharvest-signing'], verbs: ['get', 'delete'] },
+      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: ['jh-jobharvest-harvester'], verbs: ['delete'] },
+    ]);
+    const job = one<{ spec: { activeDeadlineSeconds: number; template: { spec: { serviceAccountName: string; containers: Array<{ args: string[]; securityContext: object }> } } } }>(objects, 'Job', 'jh-jobharvest-uninstall');
+    expect(job.spec.activeDeadlineSeconds).toBe(180);
+    expect(job.spec.template.spec.serviceAccountName).toBe('jh-jobharvest-uninstall');
+    // The webhook configuration goes first; the signing key is mounted to verify the holds it releases.
+    expect(job.spec.template.spec.containers[0]!.args.slice(0, 3)).toEqual(['/app/harvester.mjs', 'uninstall', '--webhook-configuration=jh-jobharvest']);
+    expect(job.spec.template.spec.containers[0]!.args).toEqual(expect.arrayContaining(['--secret=jh-jobharvest-signing', '--lease=jh-jobharvest-harvester', '--log-reader-role=jh-jobharvest-log-reader', '--signing-key-file', '/etc/jobharvest/signing/key']));
+    expect(job.spec.template.spec.containers[0]!.securityContext).toMatchObject({ readOnlyRootFilesystem: true, runAsNonRoot: true, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
+
+    // An operator's signing Secret, or one kept on purpose, is never deleted; provided certificates are the operator's too.
+    const kept = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { uninstall: { keepSigningSecret: true }, certificates: { mode: 'provided', provided: { secretName: 'mine', caBundle: 'Y2E=' } } } });
+    const keptArgs = one<{ spec: { template: { spec: { containers: Array<{ args: string[] }> } } } }>(kept, 'Job', 'jh-jobharvest-uninstall').spec.template.spec.containers[0]!.args;
+    expect(keptArgs.filter((a) => a.startsWith('--secret'))).toEqual([]);
+    expect(rulesOf(one<V1Role>(kept, 'Role', 'jh-jobharvest-uninstall')).flatMap((r) => r.resources)).toEqual(['rolebindings', 'leases']);
+    // And none at all when the hook is off.
+    const off = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { uninstall: { hook: false } } });
+    expect(off.filter((o) => o.metadata.name === 'jh-jobharvest-uninstall')).toEqual([]);
+  });
+
   it("approves the chart's own sink for the harvester, and the operator's destinations with their Secrets as files", async () => {
     const objects = await render(helm, {
       release: 'jh',
@@ -615,8 +658,8 @@ describe('the rendered objects', () => {
       // Read-only: readiness checks that the caBundle trusts the mounted certificate.
       { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: ['jh-jobharvest'], verbs: ['get'] },
     ]);
-    // Only the signing key's: create once, read back that one Secret.
-    expect(objects.filter((o) => o.kind === 'Role' || o.kind === 'RoleBinding').map((o) => `${o.kind} ${o.metadata.name}`)).toEqual(['Role jh-jobharvest-signing', 'RoleBinding jh-jobharvest-signing']);
+    // Only the signing key's: create once, read back that one Secret. (The uninstall hook's own Role is pinned by its own test.)
+    expect(objects.filter((o) => (o.kind === 'Role' || o.kind === 'RoleBinding') && o.metadata.annotations?.['helm.sh/hook'] === undefined).map((o) => `${o.kind} ${o.metadata.name}`)).toEqual(['Role jh-jobharvest-signing', 'RoleBinding jh-jobharvest-signing']);
     expect(argsOf(objects)).toContain('--webhook-config-name=jh-jobharvest');
     expect(argsOf(objects)).toContain('--signing-secret=jh-jobharvest-signing');
     expect(argsOf(objects)).toContain('--no-api-rbac');
@@ -626,6 +669,7 @@ describe('the rendered objects', () => {
   it.each([
     ['rbac.yaml', 7],
     ['harvester.yaml', 4],
+    ['uninstall-hook.yaml', 8],
   ])('comments every RBAC rule in %s with its reason', (file, least) => {
     const source = readFileSync(`${CHART_DIR}/templates/${file}`, 'utf8').split('\n');
     const ruleLines = source.map((line, i) => ({ line, i })).filter(({ line }) => /^\s*- apiGroups:/.test(line));

@@ -181,3 +181,12 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "jobharvest.signingSecretName" -}}
 {{- default (printf "%s-signing" (include "jobharvest.fullname" .)) .Values.signing.existingSecret }}
 {{- end }}
+
+{{- define "jobharvest.uninstallLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "jobharvest.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: uninstall
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
