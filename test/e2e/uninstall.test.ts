@@ -128,7 +128,13 @@ async function startPrograms(objects: K8sObject[]): Promise<void> {
   const harvesterPod = one<V1Deployment>(objects, 'Deployment', `${FULLNAME}-harvester`).spec!.template.spec!;
   const [hscript, ...hargs] = harvesterPod.containers[0]!.args!;
   expect(hscript).toBe('/app/harvester.mjs');
-  const harvesterArgs = hargs.map((a) => a.replace(/^--signing-key-file=.*$/, `--signing-key-file=${join(dir, 'key')}`).replace(/^--destinations-file=.*$/, `--destinations-file=${join(dir, 'destinations.json')}`));
+  const harvesterArgs = hargs.map((a) =>
+    a
+      .replace(/^--signing-key-file=.*$/, `--signing-key-file=${join(dir, 'key')}`)
+      .replace(/^--destinations-file=.*$/, `--destinations-file=${join(dir, 'destinations.json')}`)
+      // The webhook's configuration, which the chart mounts into the harvester's pod too.
+      .replace(/^--config=.*$/, `--config=${configPath}`),
+  );
   const harvester = startProgram(NODE, [join(REPO_ROOT, 'dist/harvester.mjs'), ...harvesterArgs, `--kubeconfig=${await tokenKubeconfig(harvesterPod.serviceAccountName!)}`], {
     logPath: join(cluster.info.logsDir, `uninstall-harvester-${sfx}.log`),
     env: { POD_NAMESPACE: RELEASE_NS, POD_NAME: `${FULLNAME}-harvester-0` },
