@@ -21,6 +21,7 @@ import { missedInjection, missedJobKey, namespaceInjects } from './missed.ts';
 import { DEFAULT_BUDGET_BYTES, PodReports } from './pod-reports.ts';
 import { PodWatches } from './pod-watches.ts';
 import { startLeader } from './leader.ts';
+import { collect, int, level } from './flags.ts';
 import { LEVELS, log, setLogLevel, type Level } from './log.ts';
 import { startMetrics, WatchStats } from './metrics.ts';
 import { WorkQueue } from './queue.ts';
@@ -56,11 +57,6 @@ export interface HarvesterSettings {
   readonly config: Config;
 }
 
-const int = (min: number, max: number) => (v: string): number => {
-  const n = Number(v);
-  if (!Number.isSafeInteger(n) || n < min || n > max) throw new InvalidArgumentError(`an integer from ${min} to ${max}`);
-  return n;
-};
 
 export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): HarvesterSettings {
   const cmd = new Command('harvester')
@@ -72,7 +68,7 @@ export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = 
     .option(
       '--previous-signing-key-file <file>',
       'a key the webhook signed with before a rotation, to verify Jobs, holds and records signed with it, never to sign (repeatable; the chart\'s signing.previousKeys)',
-      (v: string, prev: string[]) => [...prev, v],
+      collect,
       [] as string[],
     )
     .option('--destinations-file <file>', 'JSON list of approved destinations (the chart renders it)')
@@ -86,10 +82,7 @@ export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = 
     .option('--pods-done-timeout-seconds <n>', "how long a finished Job's pods may take to be done before reporting", int(1, 86_400), 300)
     .option('--pod-reports-mib <n>', "heap for gone pods' sidecar reports, shared fairly among namespaces (see docs/harvester.md)", int(1, 4096), DEFAULT_BUDGET_BYTES / 2 ** 20)
     .option('--metrics-port <n>', 'serve Prometheus metrics on this port at /metrics (0: off)', int(0, 65_535), 0)
-    .option('--log-level <level>', "debug, info, warn or error (default: $JOBHARVEST_LOG_LEVEL, else 'info')", (v: string): Level => {
-      if (!(LEVELS as readonly string[]).includes(v)) throw new InvalidArgumentError(LEVELS.join(', '));
-      return v as Level;
-    })
+    .option('--log-level <level>', "debug, info, warn or error (default: $JOBHARVEST_LOG_LEVEL, else 'info')", level)
     .exitOverride()
     .configureOutput({ writeErr: (s) => process.stderr.write(s) });
   cmd.parse(argv as string[], { from: 'user' });

@@ -36,6 +36,7 @@ import { keyFromText, type SigningKey } from '../src/contract/signature.ts';
 import { statusOf } from './api-errors.ts';
 import { holdOf, holdReleasePatch, HOLD_ANNOTATION } from './hold.ts';
 import { LIST_PAGE_LIMIT, UNINJECTED_JOB_SELECTOR } from './kube.ts';
+import { collect, int, level } from './flags.ts';
 import { LEVELS, log, setLogLevel, type Level, type Log } from './log.ts';
 
 export interface UninstallSettings {
@@ -58,12 +59,6 @@ export interface UninstallSettings {
   readonly logLevel: Level;
 }
 
-const int = (min: number, max: number) => (v: string): number => {
-  const n = Number(v);
-  if (!Number.isSafeInteger(n) || n < min || n > max) throw new InvalidArgumentError(`an integer from ${min} to ${max}`);
-  return n;
-};
-const collect = (v: string, all: string[]): string[] => [...all, v];
 
 export function parseUninstallSettings(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): UninstallSettings {
   const cmd = new Command('harvester uninstall')
@@ -79,10 +74,7 @@ export function parseUninstallSettings(argv: readonly string[], env: NodeJS.Proc
     .option('--signing-key-file <file>', 'the key holds are signed with; without it no hold is released')
     .option('--deadline-seconds <n>', 'stop and exit 0 after this long, whatever is left', int(1, 3600), 120)
     .option('--settle-seconds <n>', 'wait between revoking the bindings and reading the holds', int(0, 60), 2)
-    .option('--log-level <level>', "debug, info, warn or error (default: $JOBHARVEST_LOG_LEVEL, else 'info')", (v: string): Level => {
-      if (!(LEVELS as readonly string[]).includes(v)) throw new InvalidArgumentError(LEVELS.join(', '));
-      return v as Level;
-    })
+    .option('--log-level <level>', "debug, info, warn or error (default: $JOBHARVEST_LOG_LEVEL, else 'info')", level)
     .exitOverride()
     .configureOutput({ writeErr: (s) => process.stderr.write(s) });
   cmd.parse(argv as string[], { from: 'user' });
