@@ -29,7 +29,7 @@ RUN node scripts/bundle.mjs \
 # --platform above, and the arm64 image got amd64's node.
 # hadolint ignore=DL3065
 FROM --platform=$TARGETPLATFORM gcr.io/distroless/nodejs24-debian12:nonroot
-ARG VERSION=0.1.0
+ARG VERSION=0.2.0
 LABEL org.opencontainers.image.title="jobharvest" \
       org.opencontainers.image.description="Kubernetes admission webhook and native sidecar that ship every Job's logs before TTL garbage collection deletes it" \
       org.opencontainers.image.version="${VERSION}" \

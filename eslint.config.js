@@ -28,15 +28,25 @@ const SIDECAR_ZONE = {
 };
 
 // The harvester is its own program on the sidecar's engine: it may import the
-// engine (sidecar/), the contract (src/contract/) and the pure core
-// (src/core/: no I/O, so that it tells a missed injection by the webhook's own
-// `decide`), never the webhook's server, cluster edge or CLI.
-const HARVESTER_ZONE = {
-  target: './harvester',
-  from: './src',
-  except: ['./contract', './core'],
-  message: 'the harvester may import only the contract (src/contract/) and the pure core (src/core/) from src/.',
-};
+// engine's front door (sidecar/engine.ts), the contract (src/contract/) and
+// the pure core (src/core/: no I/O, so that it tells a missed injection by
+// the webhook's own `decide`), never the webhook's server, cluster edge or
+// CLI, nor the engine's stages or the sidecar's process. Its tests too: they
+// take shared fakes from test/support/.
+const HARVESTER_ZONES = [
+  {
+    target: './harvester',
+    from: './src',
+    except: ['./contract', './core'],
+    message: 'the harvester may import only the contract (src/contract/) and the pure core (src/core/) from src/.',
+  },
+  {
+    target: './harvester',
+    from: './sidecar',
+    except: ['./engine.ts'],
+    message: "the harvester uses the engine through its front door (sidecar/engine.ts) only; shared test fakes live in test/support/.",
+  },
+];
 // Programs never depend on each other: the webhook loads neither the sidecar
 // nor the harvester, and the sidecar does not load the harvester.
 const PROGRAM_ZONES = [
@@ -85,11 +95,9 @@ export default tseslint.config(
     },
   },
   {
-    // The harvester's own tests borrow the sidecar's test fakes; they are not in the bundle.
     files: ['harvester/**/*.ts'],
-    ignores: ['harvester/test/**'],
     rules: {
-      'import-x/no-restricted-paths': ['error', { basePath: here, zones: [...SUITE_ZONES, SIDECAR_TEST_ZONE, HARVESTER_ZONE, ...PROGRAM_ZONES] }],
+      'import-x/no-restricted-paths': ['error', { basePath: here, zones: [...SUITE_ZONES, SIDECAR_TEST_ZONE, ...HARVESTER_ZONES, ...PROGRAM_ZONES] }],
     },
   },
 );

@@ -39,6 +39,17 @@ export default defineConfig({
           fileParallelism: false,
         },
       },
+      {
+        // The Kubernetes version matrix's smoke test, one release per run:
+        // `npm run test:versions` (test/harness/versions/run.ts) selects it.
+        test: {
+          name: 'versions',
+          include: ['test/versions/**/*.test.ts'],
+          testTimeout: 300_000,
+          hookTimeout: 300_000,
+          fileParallelism: false,
+        },
+      },
     ],
   },
 });

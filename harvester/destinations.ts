@@ -8,6 +8,7 @@ import type { LookupAddress } from 'node:dns';
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP, type LookupFunction } from 'node:net';
 import ipaddr from 'ipaddr.js';
+import { CODECS, type Codec } from '../src/contract/codec.ts';
 import { SINKS, type SinkType } from '../src/contract/env.ts';
 
 export interface Destination {
@@ -17,6 +18,8 @@ export interface Destination {
   readonly esIndex?: string;
   readonly lokiTenant?: string;
   readonly otlpEncoding?: 'protobuf' | 'json';
+  /** The request body codec; gzip when absent, and gzip for a sink that does not take the one named. */
+  readonly compression?: Codec;
   /** Files mounted from Secrets in the harvester's namespace. */
   readonly auth?: { readonly tokenFile?: string; readonly usernameFile?: string; readonly passwordFile?: string };
   readonly tls?: { readonly caFile?: string; readonly certFile?: string; readonly keyFile?: string };
@@ -176,6 +179,9 @@ export function parseDestinations(value: unknown): Destination[] {
     if (endpoint.username || endpoint.password) problems.push(`destination ${name}: put credentials in auth files, not in the endpoint`);
     const allow = Array.isArray(d.allow) ? (d.allow as unknown[]).map(String) : [];
     for (const a of allow) if (!(ADDRESS_CLASSES as readonly string[]).includes(a)) problems.push(`destination ${name}: unknown address class '${a}'`);
+    if (d.compression !== undefined && d.compression !== '' && !(CODECS as readonly string[]).includes(String(d.compression))) {
+      problems.push(`destination ${name}: compression must be one of ${CODECS.join(', ')}`);
+    }
     const dest: Destination = {
       name,
       sink: d.sink as SinkType,
@@ -184,6 +190,7 @@ export function parseDestinations(value: unknown): Destination[] {
       ...(typeof d.esIndex === 'string' ? { esIndex: d.esIndex } : {}),
       ...(typeof d.lokiTenant === 'string' ? { lokiTenant: d.lokiTenant } : {}),
       ...(d.otlpEncoding === 'json' || d.otlpEncoding === 'protobuf' ? { otlpEncoding: d.otlpEncoding } : {}),
+      ...(typeof d.compression === 'string' && d.compression !== '' ? { compression: d.compression as Codec } : {}),
       ...(d.auth && typeof d.auth === 'object' ? { auth: d.auth as Destination['auth'] } : {}),
       ...(d.tls && typeof d.tls === 'object' ? { tls: d.tls as Destination['tls'] } : {}),
     };

@@ -24,6 +24,7 @@ import { startLeader } from './leader.ts';
 import { collect, int, level } from './flags.ts';
 import { LEVELS, log, setLogLevel, type Level } from './log.ts';
 import { startMetrics, WatchStats } from './metrics.ts';
+import { DEFAULT_MAX_NAMESPACES, DeliveryTotals } from './delivery-totals.ts';
 import { WorkQueue } from './queue.ts';
 import { Reconciler } from './reconcile.ts';
 import { DEFAULT_LIMITS, shipPod } from './ship.ts';
@@ -52,6 +53,8 @@ export interface HarvesterSettings {
   readonly logsUrlTemplate: string | undefined;
   /** 0: no metrics endpoint. */
   readonly metricsPort: number;
+  /** Job namespaces with series of their own in the delivery metrics; the rest are folded into one. */
+  readonly metricsMaxNamespaces: number;
   readonly logLevel: Level;
   /** The webhook's configuration (the chart's config file): tells a Job that missed injection from one skipped on purpose. */
   readonly config: Config;
@@ -82,6 +85,7 @@ export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = 
     .option('--pods-done-timeout-seconds <n>', "how long a finished Job's pods may take to be done before reporting", int(1, 86_400), 300)
     .option('--pod-reports-mib <n>', "heap for gone pods' sidecar reports, shared fairly among namespaces (see docs/harvester.md)", int(1, 4096), DEFAULT_BUDGET_BYTES / 2 ** 20)
     .option('--metrics-port <n>', 'serve Prometheus metrics on this port at /metrics (0: off)', int(0, 65_535), 0)
+    .option('--metrics-max-namespaces <n>', 'Job namespaces given series of their own in the delivery metrics, the first seen; later ones are folded into job_namespace="(other)"', int(0, 10_000), DEFAULT_MAX_NAMESPACES)
     .option('--log-level <level>', "debug, info, warn or error (default: $JOBHARVEST_LOG_LEVEL, else 'info')", level)
     .exitOverride()
     .configureOutput({ writeErr: (s) => process.stderr.write(s) });
@@ -103,6 +107,7 @@ export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = 
     podReportsMib: number;
     logsUrlTemplate?: string;
     metricsPort: number;
+    metricsMaxNamespaces: number;
     logLevel?: Level;
   }>();
   const leaseDurationMs = o.leaseSeconds * 1000;
@@ -129,6 +134,7 @@ export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = 
     podReportsBytes: o.podReportsMib * 2 ** 20,
     logsUrlTemplate: o.logsUrlTemplate || undefined,
     metricsPort: o.metricsPort,
+    metricsMaxNamespaces: o.metricsMaxNamespaces,
     logLevel: o.logLevel ?? envLevel(env.JOBHARVEST_LOG_LEVEL),
     config: o.config ? parseConfig(parseYaml(readFileSync(o.config, 'utf8')) ?? {}) : defaultConfig(),
   };
@@ -153,7 +159,8 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
   // Set below; the reconciler asks it before every write.
   const current: { leader?: { isLeader(): boolean } } = {};
   // The leader's pod watches and the namespaces that inject, per term; none while following.
-  const term: { watches?: PodWatches; injecting?: Map<string, NamespaceMeta> } = {};
+  const term: { watches?: PodWatches; injecting?: Map<string, NamespaceMeta>; queue?: WorkQueue<string> } = {};
+  const totals = new DeliveryTotals(s.metricsMaxNamespaces);
   let missedRecorded = 0;
   // Pods are kept only for the Jobs the current term's watches verified.
   const reports = new PodReports({ container: NAMES.container, trusted: (ns, uid) => term.watches?.trusted(ns, uid), budgetBytes: s.podReportsBytes });
@@ -167,7 +174,10 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
       podReportsEvicted: () => reports.evicted,
       injectionMissed: () => missedRecorded,
       injectingNamespaces: () => term.injecting?.size ?? 0,
-    });
+      leader: () => (current.leader?.isLeader() ? 1 : 0),
+      queueDepth: () => term.queue?.length ?? 0,
+      running: () => term.queue?.running ?? 0,
+    }, totals);
     log('info', 'metrics at /metrics', { port: m.port });
   }
   const reconciler = new Reconciler({
@@ -186,6 +196,7 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
     reports,
     missed: (job) => missedInjection(job, term.injecting?.get(job.metadata?.namespace ?? ''), s.config),
     onMissed: () => missedRecorded++,
+    onRecord: (namespace, delivery, result) => totals.add(namespace, delivery, result),
   });
   log('info', 'harvester starting', { namespace: s.namespace, lease: s.leaseName, identity: s.identity, destinations: s.destinations.map((d) => d.name), maxHoldSeconds: s.maxHoldSeconds, concurrency: s.concurrency, signingKeys: describeKeys(s.signingKeys) });
   const elected = startLeader(kc.makeApiClient(CoordinationV1Api), {
@@ -199,6 +210,7 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
     onStartedLeading: async (signal) => {
       const queue = new WorkQueue<string>((key, sig) => reconciler.reconcile(key, sig), { concurrency: s.concurrency, signal, log });
       queue.start();
+      term.queue = queue;
       // The Job pods of each namespace with injected Jobs not yet recorded, for
       // the sidecar reports of pods that go before their Job ends; a namespace's
       // watch stops with its last such Job (recorded, deleted, or gone with the namespace).
@@ -269,6 +281,7 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
       watches.stop();
       term.watches = undefined;
       term.injecting = undefined;
+      term.queue = undefined;
       await queue.shutdown();
     },
     onStoppedLeading: () => log('info', 'no longer leading: harvests stopped'),

@@ -20,6 +20,7 @@ import type { ReconcileResult } from './queue.ts';
 import type { MissedCheck } from './missed.ts';
 import { deliveryEvent, missedEvent, deliveryOf, finishedAt, jobFinished, needsHarvest, nodeLost, podDone, podOutcome, withResumeGaps, type Delivery, type DeliveryUsage, type PodOutcome } from './report.ts';
 import { usageOf } from './usage.ts';
+import { recordResult, type RecordResult } from './delivery-totals.ts';
 import type { ShipRequest, ShipResult } from './ship.ts';
 import { ownedPods, recordedUnderDroppedKey, verifyInjection } from './trust.ts';
 import type { KubeAccess, ShipLimits } from './ship.ts';
@@ -79,6 +80,8 @@ export interface ReconcilerOptions {
   readonly missed?: (job: V1Job) => MissedCheck;
   /** Called once per delivery record written for a Job that missed injection (the metric). */
   readonly onMissed?: () => void;
+  /** Called once per delivery record written, with what it says (the delivery metrics, harvester/delivery-totals.ts). */
+  readonly onRecord?: (namespace: string, delivery: Delivery, result: RecordResult) => void;
 }
 
 export const EVENT_SOURCE = 'jobharvest';
@@ -151,7 +154,7 @@ export class Reconciler {
     if (!verified.ok) {
       // Not ours to act on: say so on the Job, touch nothing else.
       log('warn', 'not harvesting a Job whose injection cannot be verified', { ...at, why: verified.why });
-      return this.report(job, withUsage({ sink: 'unknown', pods: owned.length, shipped: 0, lost: 0, unaccounted: owned.length, notes: [`not harvested: ${verified.why}`, ...notes] }, usage), signal);
+      return this.report(job, withUsage({ sink: 'unknown', pods: owned.length, shipped: 0, lost: 0, unaccounted: owned.length, notes: [`not harvested: ${verified.why}`, ...notes] }, usage), signal, true);
     }
     const { status, env } = verified.value;
     const outcomes = owned.map((p) => podOutcome(p, status.container));
@@ -343,7 +346,7 @@ export class Reconciler {
     return { kind: 'requeue', afterMs: this.retryMs };
   }
 
-  private async report(job: V1Job, delivery: Delivery, signal: AbortSignal): Promise<ReconcileResult> {
+  private async report(job: V1Job, delivery: Delivery, signal: AbortSignal, unverified = false): Promise<ReconcileResult> {
     if (signal.aborted || !this.may()) return { kind: 'done' };
     const namespace = job.metadata!.namespace!;
     const name = job.metadata!.name!;
@@ -352,7 +355,7 @@ export class Reconciler {
     if (r === 'gone') return { kind: 'done' };
     // Changed meanwhile (maybe reported by another writer): look again.
     if (r === 'conflict') return { kind: 'requeue', afterMs: 0 };
-    await this.event(job, delivery);
+    await this.event(job, delivery, unverified);
     this.o.log('info', 'delivery reported', { namespace, job: name, ...delivery });
     return { kind: 'done' };
   }
@@ -372,9 +375,10 @@ export class Reconciler {
     return url ? { [LOGS_URL_ANNOTATION]: url } : {};
   }
 
-  private async event(job: V1Job, delivery: Delivery): Promise<void> {
+  private async event(job: V1Job, delivery: Delivery, unverified = false): Promise<void> {
     // Counted with the record, which is written once per Job.
     if (delivery.injection === 'missed') this.o.onMissed?.();
+    this.o.onRecord?.(job.metadata?.namespace ?? '', delivery, recordResult(delivery, unverified));
     const ev = delivery.injection === 'missed' ? missedEvent(delivery) : deliveryEvent(delivery);
     try {
       await this.o.api.createEvent(job.metadata!.namespace!, jobEvent(job, ev.type, ev.reason, ev.message, this.o.identity ?? EVENT_SOURCE));

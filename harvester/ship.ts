@@ -8,17 +8,28 @@
 // masked here too.
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
 import { readFile } from 'node:fs/promises';
+import { codecFor } from '../src/contract/codec.ts';
 import { ENV } from '../src/contract/env.ts';
 import type { TerminationMessage } from '../src/contract/termination.ts';
-import type { Config, Identity, KubeCredentials } from '../sidecar/config.ts';
-import { MemoryCheckpoint, type CheckpointEntry } from '../sidecar/delivery/checkpoint.ts';
-import { CountingDeadLetter } from '../sidecar/delivery/deadletter.ts';
-import { log, withLogFields } from '../sidecar/log.ts';
-import { loadSink, Pipeline } from '../sidecar/pipeline.ts';
-import type { Sink } from '../sidecar/sinks/types.ts';
-import { countMissing } from '../sidecar/sources/api/api-source.ts';
-import { parseShaping, SHAPING_ENV_NAMES, shapingOn, type ShapingSettings } from '../sidecar/shape/settings.ts';
-import { shapingProblems } from '../sidecar/shape/shaper.ts';
+import {
+  CountingDeadLetter,
+  countMissing,
+  loadSink,
+  log,
+  MemoryCheckpoint,
+  parseShaping,
+  Pipeline,
+  SHAPING_ENV_NAMES,
+  shapingOn,
+  shapingProblems,
+  withLogFields,
+  type CheckpointEntry,
+  type EngineOptions,
+  type Identity,
+  type KubeCredentials,
+  type ShapingSettings,
+  type Sink,
+} from '../sidecar/engine.ts';
 import { dialGuard, type Destination, type Resolver } from './destinations.ts';
 
 /** Request and batch sizes: the harvester's, never the pod's. */
@@ -139,8 +150,8 @@ export function podResource(pod: V1Pod, sidecar: string): Pick<Identity, 'jobUid
   };
 }
 
-/** The engine's configuration for one pod: typed, built here, no environment involved. */
-export async function shipConfig(req: Omit<ShipRequest, 'signal' | 'mayWrite'>): Promise<Config> {
+/** The engine's options for one pod: typed, built here, no environment involved. */
+export async function shipConfig(req: Omit<ShipRequest, 'signal' | 'mayWrite'>): Promise<EngineOptions> {
   const { pod, destination: d, limits } = req;
   const token = await secret(d.auth?.tokenFile);
   const username = await secret(d.auth?.usernameFile);
@@ -157,12 +168,11 @@ export async function shipConfig(req: Omit<ShipRequest, 'signal' | 'mayWrite'>):
     },
     selfContainer: req.sidecar,
     mode: 'api',
-    logDir: '',
-    stateDir: '',
     sink: d.sink,
     endpoint: d.endpoint,
     headers: { 'user-agent': `jobharvest-harvester${req.identity ? ` (${req.identity})` : ''}` },
-    gzip: true,
+    // The chart's codec for this destination, as the sidecars use it (a sink that does not take it gets gzip).
+    compression: codecFor(d.sink, d.compression ?? 'gzip').codec,
     gzipLevel: num('GZIP_LEVEL'),
     tls: { ...(d.tls ?? {}), insecureSkipVerify: false },
     auth: { scheme: 'Bearer', ...(token ? { token } : {}), ...(username ? { username, password } : {}) },
@@ -177,14 +187,8 @@ export async function shipConfig(req: Omit<ShipRequest, 'signal' | 'mayWrite'>):
     batchMaxRecords: limits.batchMaxRecords,
     batchMaxWaitMs: limits.batchMaxWaitMs,
     maxInFlight: limits.maxInFlight,
-    metricsPort: 0,
-    pollMs: 500,
     requestTimeoutMs: limits.requestTimeoutMs,
-    logLevel: 'info',
-    failureExitCode: 3,
-    deadLetterMaxBytes: 0,
-    terminationLog: '',
-    kube: { apiUrl: req.kube.apiUrl, tokenDir: '', credentials: req.kube.credentials },
+    kube: { apiUrl: req.kube.apiUrl, credentials: req.kube.credentials },
     maxResponseBytes: limits.maxResponseBytes,
     ...(shaping ? { shaping } : {}),
     // Every sink connection dials only addresses of a class the destination allows.

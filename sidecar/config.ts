@@ -5,7 +5,9 @@ import type { LookupFunction } from 'node:net';
 import { isEndpointScheme } from '../src/contract/endpoint.ts';
 import { esIndexProblem, headerNameProblem, headerValueProblem, lokiTenantProblem } from '../src/contract/values.ts';
 import { ENV, MODES, SINKS, type EnvKey, type SinkType, type SourceMode } from '../src/contract/env.ts';
-import { parseShaping, shapingOn, type ShapingSettings } from './shape/settings.ts';
+import { parseShaping, shapingOn, type ShapingSettings } from './shaping-settings.ts';
+import { CODECS, codecFor, configuredCodec, type Codec } from '../src/contract/codec.ts';
+import { zstdAvailable } from './encode/compress.ts';
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 export type OtlpEncoding = 'protobuf' | 'json';
@@ -53,22 +55,35 @@ export interface KubeCredentials {
  * reads its pod's service-account token from `tokenDir`; a program that uses
  * the engine as a library (the harvester) passes its own `credentials`.
  */
-export interface KubeSettings {
-  readonly apiUrl: URL;
-  readonly tokenDir: string;
-  readonly credentials?: () => Promise<KubeCredentials>;
-}
+export type KubeSettings = { readonly apiUrl: URL } & (
+  | { readonly tokenDir: string; readonly credentials?: undefined }
+  | { readonly credentials: () => Promise<KubeCredentials>; readonly tokenDir?: undefined }
+);
 
-export interface Config {
+/**
+ * What the engine needs to run, whoever embeds it: the sidecar builds it from
+ * the env contract (loadConfig), the harvester from its own settings. Process
+ * concerns (log level, metrics port, termination message, exit code) are not
+ * here: they are the sidecar's Config below.
+ */
+export interface EngineOptions {
   readonly identity: Identity;
+  /** The container the engine does not read: the sidecar's own. */
   readonly selfContainer: string;
   readonly mode: SourceMode;
-  readonly logDir: string;
-  readonly stateDir: string;
+  /** node mode: the pod's log directory. */
+  readonly logDir?: string;
+  /** node mode: how often a file at its end is looked at again. */
+  readonly pollMs?: number;
+  /** Where the default checkpoint and dead-letter files go; needed only when the pipeline is not given both backends. */
+  readonly stateDir?: string;
   readonly sink: SinkType;
   readonly endpoint?: URL;
   readonly headers: Readonly<Record<string, string>>;
-  readonly gzip: boolean;
+  /** The request body codec, already one the sink takes (src/contract/codec.ts). */
+  readonly compression: Codec;
+  /** Why `compression` differs from what the env asked for, logged once at start. */
+  readonly compressionNote?: string;
   readonly gzipLevel: number;
   readonly tls: TlsSettings;
   readonly auth: AuthSettings;
@@ -85,16 +100,9 @@ export interface Config {
   readonly batchMaxRecords: number;
   readonly batchMaxWaitMs: number;
   readonly maxInFlight: number;
-  readonly metricsPort: number;
-  readonly pollMs: number;
   readonly requestTimeoutMs: number;
-  readonly logLevel: LogLevel;
-  /** Exit code of a drain that did not deliver everything. */
-  readonly failureExitCode: number;
-  /** Cap on the dead-letter file in the state volume. */
-  readonly deadLetterMaxBytes: number;
-  /** The termination message file; empty: none. */
-  readonly terminationLog: string;
+  /** Cap on the default dead-letter file in the state directory. */
+  readonly deadLetterMaxBytes?: number;
   /** Set in api mode only. */
   readonly kube?: KubeSettings;
   /** Cap on a successful answer kept in memory; default 32 MiB. Error answers are always cut at 64 KiB. */
@@ -112,6 +120,20 @@ export interface Config {
    * Kubernetes API.
    */
   readonly lookup?: LookupFunction;
+}
+
+/** The sidecar process's settings: the engine's, with its node-mode and state settings always set, and what only the process uses. */
+export interface Config extends EngineOptions {
+  readonly logDir: string;
+  readonly pollMs: number;
+  readonly stateDir: string;
+  readonly deadLetterMaxBytes: number;
+  readonly metricsPort: number;
+  readonly logLevel: LogLevel;
+  /** Exit code of a drain that did not deliver everything. */
+  readonly failureExitCode: number;
+  /** The termination message file; empty: none. */
+  readonly terminationLog: string;
 }
 
 export class ConfigError extends Error {
@@ -235,6 +257,20 @@ function parseHeaders(text: string, problems: string[]): Record<string, string> 
   return out;
 }
 
+function compression(r: Reader, sink: SinkType): { compression: Codec; compressionNote?: string } {
+  const asked = r.raw('COMPRESSION');
+  const wanted = configuredCodec(asked, r.bool('GZIP'));
+  if (wanted === undefined) {
+    r.problems.push(`${ENV.COMPRESSION.name} must be one of ${CODECS.join(', ')}, got '${asked}'`);
+    return { compression: codecFor(sink, 'gzip').codec };
+  }
+  if (wanted === 'zstd' && !zstdAvailable()) {
+    r.problems.push(`${ENV.COMPRESSION.name}=zstd: this Node.js has no zlib.zstdCompressSync (Node 22.15 or newer has it)`);
+  }
+  const { codec, note } = codecFor(sink, wanted);
+  return note ? { compression: codec, compressionNote: note } : { compression: codec };
+}
+
 export function loadConfig(env: Env): Config {
   const r = new Reader(env);
   let identity: Identity = {
@@ -305,7 +341,7 @@ export function loadConfig(env: Env): Config {
     sink,
     endpoint,
     headers: parseHeaders(r.str('HEADERS'), r.problems),
-    gzip: r.bool('GZIP'),
+    ...compression(r, sink),
     gzipLevel: r.int('GZIP_LEVEL', 1, 9),
     tls,
     auth,

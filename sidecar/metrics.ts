@@ -28,13 +28,22 @@ const COUNTERS: ReadonlyArray<readonly [keyof Stats, string, string]> = [
   ['jsonRecords', 'jobharvest_sidecar_json_records_total', 'Records whose JSON object became fields (JOBHARVEST_PARSE=json).'],
   ['jsonTooWide', 'jobharvest_sidecar_json_too_wide_total', 'JSON lines left a plain message for holding more than JOBHARVEST_JSON_MAX_FIELDS fields.'],
   ['masked', 'jobharvest_sidecar_masked_total', 'Matches replaced by a mask (JOBHARVEST_MASK, JOBHARVEST_MASK_PATTERNS).'],
+  ['codecFallbacks', 'jobharvest_sidecar_codec_fallbacks_total', 'The log server refused JOBHARVEST_COMPRESSION=zstd and took the same body as gzip; gzip from then on.'],
   ['symlinksSkipped', 'jobharvest_sidecar_symlinks_skipped_total', 'Symlinks in the pod log directory, skipped rather than followed.'],
 ];
+
+type PromClient = typeof import('prom-client');
 
 export async function startMetrics(port: number, stats: Stats, gauges: MetricsGauges): Promise<{ close(): Promise<void> }> {
   const mod = await import('prom-client');
   // CommonJS module: bundled, its exports arrive as the default export.
-  const prom = ((mod as unknown as { default?: typeof mod }).default ?? mod) as typeof mod;
+  const prom = ((mod as unknown as { default?: typeof mod }).default ?? mod) as PromClient;
+  const served = await serveMetrics(sidecarRegistry(prom, stats, gauges), port);
+  return { close: served.close };
+}
+
+/** Every metric the sidecar serves, read at scrape time from its stats. */
+export function sidecarRegistry(prom: PromClient, stats: Stats, gauges: MetricsGauges): InstanceType<PromClient['Registry']> {
   const registry = new prom.Registry();
   for (const [field, name, help] of COUNTERS) {
     new prom.Counter({
@@ -52,8 +61,7 @@ export async function startMetrics(port: number, stats: Stats, gauges: MetricsGa
   // Gauges: a file whose permissions are fixed is read after all and leaves the count.
   new prom.Gauge({ name: 'jobharvest_sidecar_unreadable_files', help: 'Log files and directories that exist but cannot be opened.', registers: [registry], collect() { this.set(stats.unreadableFiles); } });
   new prom.Gauge({ name: 'jobharvest_sidecar_unreadable_bytes', help: 'Size of the log files that cannot be opened.', registers: [registry], collect() { this.set(stats.unreadableBytes); } });
-  const served = await serveMetrics(registry, port);
-  return { close: served.close };
+  return registry;
 }
 
 /**

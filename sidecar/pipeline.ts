@@ -1,23 +1,24 @@
 // Wires the stages: source (discover + tail + parse) -> batcher -> delivery
-// (sink) -> checkpoint, and runs the SIGTERM drain against its deadline.
+// (sink) -> checkpoint, and runs the SIGTERM drain against its deadline. It
+// knows nothing of the process around it: the sidecar's run.ts adds the
+// termination message, the metrics server and the exit code.
 import { Batcher } from './delivery/batcher.ts';
 import { CheckpointStore, type CheckpointBackend } from './delivery/checkpoint.ts';
-import { ConfigError, type Config } from './config.ts';
+import { ConfigError, type EngineOptions } from './config.ts';
 import { DeadLetter, type DeadLetterSink } from './delivery/deadletter.ts';
 import { Delivery } from './delivery/delivery.ts';
 import { log, redactUrl } from './log.ts';
-import { startMetrics } from './metrics.ts';
 import type { LogRecord } from './records/record.ts';
 import { SINK_MODULES } from './sinks/registry.ts';
-import type { Sink, SinkContext } from './sinks/types.ts';
+import type { Sink } from './delivery/sink.ts';
+import type { SinkContext } from './sinks/types.ts';
 import type { LogSource, SourceOptions } from './sources/source.ts';
-import { NodeSource } from './sources/node/node-source.ts';
+import { NodeSource, type NodeSourceOptions } from './sources/node/node-source.ts';
 import { outcomeOf, type Outcome } from './outcome.ts';
 import { newStats, type Stats } from './stats.ts';
-import { shapingOn } from './shape/settings.ts';
+import { shapingOn } from './shaping-settings.ts';
 import type { Shaper } from './shape/shaper.ts';
-import { HttpClient } from './sinks/http/client.ts';
-import { encodeTermination, RunPositions, TerminationLog, type TerminationState } from './termination.ts';
+import { HttpClient, type HttpClientEvents } from './sinks/http/client.ts';
 import type { CheckpointEntry } from './delivery/checkpoint.ts';
 
 export const CHECKPOINT_INTERVAL_MS = 1000;
@@ -51,13 +52,13 @@ export interface Summary {
   readonly deadline_hit: boolean;
 }
 
-export async function loadSink(cfg: Config): Promise<{ sink: Sink; http?: HttpClient }> {
+export async function loadSink(cfg: EngineOptions, events?: HttpClientEvents): Promise<{ sink: Sink; http?: HttpClient }> {
   const load = SINK_MODULES[cfg.sink];
   if (!load) throw new ConfigError([`sink '${cfg.sink}' is not available in this sidecar build`]);
   let client: HttpClient | undefined;
   const ctx: SinkContext = {
     config: cfg,
-    http: () => (client ??= new HttpClient(cfg)),
+    http: () => (client ??= new HttpClient(cfg, events)),
   };
   const mod = await load();
   const sink = await mod.createSink(ctx);
@@ -73,14 +74,26 @@ export interface PipelineOptions {
   readonly deadLetter?: DeadLetterSink;
   /** Ends a drain at once, as its deadline would (the harvester on losing leadership). */
   readonly signal?: AbortSignal;
+  /**
+   * Called with the positions just saved: 'running' after every checkpoint
+   * save, the outcome once at the end of the drain. The sidecar writes them
+   * into its termination message.
+   */
+  readonly onCheckpoint?: (state: 'running' | Outcome, entries: ReadonlyMap<string, CheckpointEntry>, stats: Readonly<Stats>) => void;
+  /** More fields for the start line (the sidecar's metrics port). */
+  readonly describe?: Readonly<Record<string, unknown>>;
+}
+
+/** The state directory, which the default checkpoint and dead-letter backends need. */
+function stateDirOf(config: EngineOptions, what: string): string {
+  if (config.stateDir === undefined) throw new ConfigError([`${what} needs a state directory (stateDir) or a backend of its own`]);
+  return config.stateDir;
 }
 
 export class Pipeline {
   readonly stats: Stats = newStats();
   private readonly store: CheckpointBackend;
   private readonly deadLetter: DeadLetterSink;
-  private readonly termination: TerminationLog;
-  private readonly positions: RunPositions;
   private source!: LogSource;
   private batcher!: Batcher;
   private shaper: Shaper | undefined;
@@ -90,19 +103,26 @@ export class Pipeline {
   private checkpointTimer: NodeJS.Timeout | undefined;
   private dirty = false;
   private saving: Promise<void> | undefined;
-  private metrics: { close(): Promise<void> } | undefined;
   private draining: Promise<Summary> | undefined;
   private idleCheck = false;
   private flushOnIdle = false;
 
   constructor(
-    readonly config: Config,
+    readonly config: EngineOptions,
     private readonly options: PipelineOptions = {},
   ) {
-    this.store = options.checkpoint ?? new CheckpointStore(config.stateDir, config.identity.podUid);
-    this.deadLetter = options.deadLetter ?? new DeadLetter(config.stateDir, config.identity, this.stats, config.deadLetterMaxBytes);
-    this.termination = new TerminationLog(config.terminationLog);
-    this.positions = new RunPositions(config.mode);
+    this.store = options.checkpoint ?? new CheckpointStore(stateDirOf(config, 'the checkpoint'), config.identity.podUid);
+    this.deadLetter = options.deadLetter ?? new DeadLetter(stateDirOf(config, 'the dead-letter file'), config.identity, this.stats, config.deadLetterMaxBytes ?? 0);
+  }
+
+  /** Batches being delivered; 0 before the start. */
+  get inFlight(): number {
+    return this.delivery === undefined ? 0 : this.delivery.inFlightCount;
+  }
+
+  /** Log files being followed; 0 before the start. */
+  get openFiles(): number {
+    return this.source === undefined ? 0 : this.source.openFiles;
   }
 
   async start(): Promise<void> {
@@ -113,7 +133,7 @@ export class Pipeline {
       throw new ConfigError([`state directory ${cfg.stateDir} is not usable: ${(err as Error).message}`]);
     }
     if (this.options.sink) this.sink = this.options.sink;
-    else ({ sink: this.sink, http: this.http } = await loadSink(cfg));
+    else ({ sink: this.sink, http: this.http } = await loadSink(cfg, { codecFallback: () => void this.stats.codecFallbacks++ }));
     const checkpoint = await this.store.load();
     this.delivery = new Delivery(this.sink, this.deadLetter, this.stats, { maxInFlight: cfg.maxInFlight });
     this.batcher = new Batcher({ maxBytes: cfg.batchMaxBytes, maxRecords: cfg.batchMaxRecords, maxWaitMs: cfg.batchMaxWaitMs }, (b) => this.delivery.submit(b));
@@ -135,19 +155,23 @@ export class Pipeline {
       // Only api-mode pods parse the API client.
       const { ApiSource } = await import('./sources/api/api-source.ts');
       this.source = new ApiSource(sourceOptions);
-    } else this.source = new NodeSource(sourceOptions);
-    if (cfg.metricsPort > 0) {
-      this.metrics = await startMetrics(cfg.metricsPort, this.stats, { inFlight: () => this.delivery.inFlightCount, openFiles: () => this.source.openFiles });
+    } else {
+      const { logDir, pollMs } = cfg;
+      if (logDir === undefined || pollMs === undefined) throw new ConfigError(['node mode needs the log directory (logDir) and the poll interval (pollMs)']);
+      const nodeOptions: NodeSourceOptions = { ...sourceOptions, config: { ...cfg, logDir, pollMs } };
+      this.source = new NodeSource(nodeOptions);
     }
     await this.source.start();
+    if (cfg.compressionNote) log.warn(cfg.compressionNote);
     this.checkpointTimer = setInterval(() => void this.saveCheckpoint(), CHECKPOINT_INTERVAL_MS);
     log.info('sidecar started', {
       sink: cfg.sink,
       endpoint: redactUrl(cfg.endpoint),
+      compression: cfg.compression,
       ...this.source.describe,
       stateDir: cfg.stateDir,
       resumedFiles: checkpoint.size,
-      metricsPort: cfg.metricsPort || undefined,
+      ...this.options.describe,
     });
   }
 
@@ -221,7 +245,7 @@ export class Pipeline {
       await this.store.save(entries);
       this.stats.checkpointWrites++;
       // A sidecar killed from here on leaves these positions in its container status.
-      this.report('running', entries);
+      this.options.onCheckpoint?.('running', entries, this.stats);
       return true;
     } catch (err) {
       this.dirty = true;
@@ -289,7 +313,6 @@ export class Pipeline {
     await this.deadLetter.close();
     await this.sink.close?.();
     this.http?.close();
-    await this.metrics?.close();
     const s = this.stats;
     const counts = {
       lines_read: s.linesRead,
@@ -315,24 +338,8 @@ export class Pipeline {
       deadline_hit: deadlineHit,
     };
     const outcome = outcomeOf(counts);
-    this.report(outcome, entries);
-    this.termination.close();
+    this.options.onCheckpoint?.(outcome, entries, this.stats);
     // First in the line: the one word to look for.
     return { outcome, ...counts };
-  }
-
-  /** The termination message: counts plus, per container run, what is delivered and where to resume. */
-  private report(state: TerminationState, entries: ReadonlyMap<string, CheckpointEntry>): void {
-    const s = this.stats;
-    let { runs, done } = this.positions.update(entries);
-    // Complete: every line the containers wrote was read and acknowledged. A
-    // node-mode file the drain let go of is not marked finished in the
-    // checkpoint (a restarted sidecar would follow it), but nothing follows it now.
-    if (state === 'complete') {
-      done = [...new Set([...done, ...runs.map(([c, r]) => `${c}/${r}`)])];
-      runs = [];
-    }
-    const counts = { state, mode: this.config.mode, sink: this.config.sink, shipped: s.linesShipped, unsent: s.linesUnsent, dead_lettered: s.linesDeadLettered, resume_gaps: s.resumeGaps };
-    this.termination.write(encodeTermination(counts, runs, done));
   }
 }

@@ -1,12 +1,17 @@
 // The sidecar's run, loaded by the entry point (main.ts) once the SIGTERM latch
 // and the started marker are in place and the start pause is over: `--help`, configuration from the env contract, then the
-// pipeline until SIGTERM, then the drain and one summary line.
-import { ConfigError, loadConfig, usage } from './config.ts';
+// pipeline until SIGTERM, then the drain and one summary line. The engine
+// (pipeline.ts) knows no process: the termination message, the metrics server
+// and the exit code are the sidecar's, added here.
+import { ConfigError, loadConfig, usage, type Config } from './config.ts';
 import { log } from './log.ts';
 import { ENV } from '../src/contract/env.ts';
+import { startMetrics } from './metrics.ts';
 import { exitCodeOf, forcedExitCode } from './outcome.ts';
-import { Pipeline } from './pipeline.ts';
+import { Pipeline, type Summary } from './pipeline.ts';
 import { whenSignalled } from './signals.ts';
+import type { Stats } from './stats.ts';
+import { TerminationReport } from './termination.ts';
 
 // A Job whose podFailurePolicy could match the sidecar's exit code gets one from
 // the webhook that none of its rules matches: every non-zero exit uses it then,
@@ -21,6 +26,46 @@ function fail(message: string, code = 2): never {
   return exitWith(code);
 }
 
+/**
+ * The engine as the sidecar runs it, from its env settings: the termination
+ * message follows every checkpoint save and ends with the outcome, and the
+ * metrics server (JOBHARVEST_METRICS_PORT) serves the pipeline's counters
+ * from before the start to the end of the drain.
+ */
+export class SidecarPipeline {
+  readonly pipeline: Pipeline;
+  private readonly termination: TerminationReport;
+  private metrics: { close(): Promise<void> } | undefined;
+  private draining: Promise<Summary> | undefined;
+
+  constructor(readonly config: Config) {
+    this.termination = new TerminationReport(config.terminationLog, config.mode, config.sink);
+    this.pipeline = new Pipeline(config, {
+      onCheckpoint: (state, entries, stats) => this.termination.write(state, entries, stats),
+      describe: { metricsPort: config.metricsPort || undefined },
+    });
+  }
+
+  get stats(): Stats {
+    return this.pipeline.stats;
+  }
+
+  async start(): Promise<void> {
+    const p = this.pipeline;
+    if (this.config.metricsPort > 0) this.metrics = await startMetrics(this.config.metricsPort, p.stats, { inFlight: () => p.inFlight, openFiles: () => p.openFiles });
+    await p.start();
+  }
+
+  drain(): Promise<Summary> {
+    this.draining ??= this.pipeline.drain().then(async (summary) => {
+      this.termination.close();
+      await this.metrics?.close();
+      return summary;
+    });
+    return this.draining;
+  }
+}
+
 /** `handlerAtMs`: when main.ts installed the signal latch, in ms since the process started (unset for `--help`). */
 export async function main(argv: readonly string[], handlerAtMs?: number): Promise<void> {
   if (argv.includes('--help') || argv.includes('-h')) {
@@ -31,9 +76,9 @@ export async function main(argv: readonly string[], handlerAtMs?: number): Promi
   log.setBudget(OWN_LOG_BYTES);
   // The latch went in before this module loaded: a SIGTERM that arrives while
   // the sidecar is still starting must drain too, not kill it mid-way.
-  let pipeline: Pipeline | undefined;
+  let pipeline: SidecarPipeline | undefined;
   let signalled = false;
-  const drainAndExit = (p: Pipeline): void => {
+  const drainAndExit = (p: SidecarPipeline): void => {
     p.drain().then(
       (summary) => {
         log.last('summary', { ...summary });
@@ -59,7 +104,7 @@ export async function main(argv: readonly string[], handlerAtMs?: number): Promi
   try {
     const cfg = loadConfig(process.env);
     log.setLevel(cfg.logLevel);
-    const p = new Pipeline(cfg);
+    const p = new SidecarPipeline(cfg);
     await p.start();
     pipeline = p;
   } catch (err) {

@@ -35,6 +35,8 @@ export interface Stats {
   jsonTooWide: number;
   /** and matches replaced by a mask (never their values). */
   masked: number;
+  /** The server refused the configured codec (zstd) and the client went on with gzip: 0 or 1. */
+  codecFallbacks: number;
 }
 
 export function newStats(): Stats {
@@ -58,6 +60,7 @@ export function newStats(): Stats {
     deadLetterOverflowLines: 0,
     deadLetterOverflowBytes: 0,
     resumeGaps: 0,
+    codecFallbacks: 0,
     multilineRecords: 0,
     jsonRecords: 0,
     jsonTooWide: 0,

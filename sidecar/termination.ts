@@ -11,10 +11,12 @@
 // The format and its reading rule are a contract with the webhook's
 // harvester: src/contract/termination.ts.
 import { closeSync, ftruncateSync, openSync, writeSync } from 'node:fs';
-import type { RunPosition } from '../src/contract/termination.ts';
+import type { SinkType, SourceMode } from '../src/contract/env.ts';
+import { encodeTermination, type RunPosition, type TerminationState } from '../src/contract/termination.ts';
 import type { CheckpointEntry } from './delivery/checkpoint.ts';
 import { log } from './log.ts';
 import { parseTimestamp } from './records/timestamp.ts';
+import type { Stats } from './stats.ts';
 
 export { decodeTermination, encodeTermination, TERMINATION_MESSAGE_MAX_BYTES, type RunPosition, type TerminationCounts, type TerminationMessage, type TerminationState } from '../src/contract/termination.ts';
 
@@ -134,5 +136,41 @@ export class TerminationLog {
       this.failed = true;
       return undefined;
     }
+  }
+}
+
+/**
+ * The sidecar's termination message: counts plus, per container run, what is
+ * delivered and where to resume. Written with the positions of every
+ * checkpoint save and once more with the drain's outcome.
+ */
+export class TerminationReport {
+  private readonly file: TerminationLog;
+  private readonly positions: RunPositions;
+
+  constructor(
+    path: string,
+    private readonly mode: SourceMode,
+    private readonly sink: SinkType,
+  ) {
+    this.file = new TerminationLog(path);
+    this.positions = new RunPositions(mode);
+  }
+
+  write(state: TerminationState, entries: ReadonlyMap<string, CheckpointEntry>, s: Readonly<Stats>): void {
+    let { runs, done } = this.positions.update(entries);
+    // Complete: every line the containers wrote was read and acknowledged. A
+    // node-mode file the drain let go of is not marked finished in the
+    // checkpoint (a restarted sidecar would follow it), but nothing follows it now.
+    if (state === 'complete') {
+      done = [...new Set([...done, ...runs.map(([c, r]) => `${c}/${r}`)])];
+      runs = [];
+    }
+    const counts = { state, mode: this.mode, sink: this.sink, shipped: s.linesShipped, unsent: s.linesUnsent, dead_lettered: s.linesDeadLettered, resume_gaps: s.resumeGaps };
+    this.file.write(encodeTermination(counts, runs, done));
+  }
+
+  close(): void {
+    this.file.close();
   }
 }

@@ -24,7 +24,7 @@ import { ENV } from '../../src/contract/env.ts';
 import { FileProgress } from '../../sidecar/records/progress.ts';
 import { CriRecord, type FileMeta, type LogRecord, type Stream } from '../../sidecar/records/record.ts';
 import { Shaper } from '../../sidecar/shape/shaper.ts';
-import { parseShaping, type ShapingSettings } from '../../sidecar/shape/settings.ts';
+import { parseShaping, type ShapingSettings } from '../../sidecar/shaping-settings.ts';
 import { newStats } from '../../sidecar/stats.ts';
 import { SHAPED_EVENT_START, ensureCorpus } from './corpus.ts';
 

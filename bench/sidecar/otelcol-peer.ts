@@ -10,16 +10,25 @@ import type { PeerRun } from './rsyslog-peer.ts';
  * test/harness/servers/otelcol) as a user would put it beside a Job: the
  * filelog receiver reading the pod's CRI file from its start with the
  * container operator, the batch processor and the otlphttp exporter, all at
- * their documented defaults except `gzipLevel` (1 = the sidecar's level;
- * undefined = the exporter's default gzip). Its own metrics are off, so no
+ * their documented defaults except `compression` (gzip or zstd at level 1 =
+ * the sidecar's; undefined = the exporter's default gzip). Its own metrics are off, so no
  * telemetry port is opened on a shared machine. With `shaping`, the container
  * operator is followed by the sidecar's record shaping as the Collector does
  * it (see shapingOperators).
  */
-export function startOtelcolPeer(opts: { file: string; logsUrl: string; workDir: string; cpus?: string; gzipLevel?: number; shaping?: Shaping }): PeerRun & { logTail: () => string } {
+/** The exporter's codec and level (its `compression` and `compression_params`). */
+export interface PeerCompression {
+  readonly codec: 'gzip' | 'zstd';
+  readonly level: number;
+}
+
+export function startOtelcolPeer(opts: { file: string; logsUrl: string; workDir: string; cpus?: string; compression?: PeerCompression; shaping?: Shaping }): PeerRun & { logTail: () => string } {
   const conf = join(opts.workDir, 'otelcol.yaml');
   const exporter: Record<string, unknown> = { logs_endpoint: opts.logsUrl };
-  if (opts.gzipLevel !== undefined) exporter.compression_params = { level: opts.gzipLevel };
+  if (opts.compression !== undefined) {
+    exporter.compression = opts.compression.codec;
+    exporter.compression_params = { level: opts.compression.level };
+  }
   const operators: unknown[] = [{ type: 'container' }, ...(opts.shaping ? shapingOperators(opts.shaping) : [])];
   writeFileSync(
     conf,

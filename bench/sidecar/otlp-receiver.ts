@@ -1,5 +1,5 @@
 import { createServer, type Server } from 'node:http';
-import { gunzipSync } from 'node:zlib';
+import zlib, { gunzipSync } from 'node:zlib';
 
 /**
  * Log records in an ExportLogsServiceRequest, counted exactly by walking the
@@ -105,13 +105,24 @@ export interface OtlpStats {
   mapBodies: number;
   requests: number;
   wireBytes: number;
+  /** The request bodies' bytes with their codec undone: what the sender compressed. */
+  bodyBytes: number;
   firstRequestAt: number | undefined;
   lastRequestAt: number | undefined;
 }
 
+function zstdDecompress(b: Buffer): Buffer {
+  const f = (zlib as unknown as { zstdDecompressSync?: (b: Buffer) => Buffer }).zstdDecompressSync;
+  if (!f) throw new Error('this Node.js has no zlib.zstdDecompressSync');
+  return f(b);
+}
+
 /** An OTLP/HTTP logs endpoint that counts records exactly and answers with an empty ExportLogsServiceResponse. */
 export class CountingOtlpReceiver {
-  readonly stats: OtlpStats = { records: 0, attributes: 0, mapBodies: 0, requests: 0, wireBytes: 0, firstRequestAt: undefined, lastRequestAt: undefined };
+  readonly stats: OtlpStats = { records: 0, attributes: 0, mapBodies: 0, requests: 0, wireBytes: 0, bodyBytes: 0, firstRequestAt: undefined, lastRequestAt: undefined };
+  /** Decoded bodies kept for a benchmark's codec floor, up to `captureBytes` (start option). */
+  readonly captured: Buffer[] = [];
+  private capturedBytes = 0;
   private waiters: { records: number; resolve: () => void }[] = [];
   private failure: Error | undefined;
 
@@ -122,7 +133,7 @@ export class CountingOtlpReceiver {
    * record-shaping rows; `answerDelayMs`: answer each request this much later,
    * as a slower or busier server would.
    */
-  static async start(opts: { shapes?: boolean; answerDelayMs?: number } = {}): Promise<CountingOtlpReceiver> {
+  static async start(opts: { shapes?: boolean; answerDelayMs?: number; captureBytes?: number } = {}): Promise<CountingOtlpReceiver> {
     const server = createServer({ keepAliveTimeout: 60_000 });
     const r = new CountingOtlpReceiver(server);
     server.on('request', (req, res) => {
@@ -133,9 +144,14 @@ export class CountingOtlpReceiver {
       req.once('end', () => {
         try {
           const wire = Buffer.concat(chunks);
-          const gz = /gzip/i.test(String(req.headers['content-encoding'] ?? ''));
+          const encoding = String(req.headers['content-encoding'] ?? '');
           if (!/protobuf/.test(String(req.headers['content-type'] ?? ''))) throw new Error(`content-type ${req.headers['content-type']}`);
-          const body = gz ? gunzipSync(wire) : wire;
+          const body = /gzip/i.test(encoding) ? gunzipSync(wire) : /zstd/i.test(encoding) ? zstdDecompress(wire) : wire;
+          r.stats.bodyBytes += body.length;
+          if (r.capturedBytes < (opts.captureBytes ?? 0)) {
+            r.captured.push(body);
+            r.capturedBytes += body.length;
+          }
           if (opts.shapes) {
             const sh = shapeLogRecords(body);
             r.stats.attributes += sh.attributes;

@@ -19,7 +19,7 @@
 // it reports which.
 //
 // Knobs (environment):
-//   BENCH_SIDECAR_ROWS=sidecar,sidecar-otlp,otelcol,otelcol-gzip1,rsyslog,sidecar-parse,sidecar-parse-mask,otelcol-parse,sidecar-shaped,sidecar-parse-original
+//   BENCH_SIDECAR_ROWS=sidecar,sidecar-otlp,sidecar-otlp-zstd,sidecar-http-zstd,sidecar-otlp-none,sidecar-none,otelcol,otelcol-gzip1,otelcol-zstd,rsyslog,sidecar-parse,sidecar-parse-zstd,sidecar-parse-none,sidecar-parse-mask,otelcol-parse,otelcol-parse-zstd,sidecar-shaped,sidecar-parse-original
 //       picks rows (default: all but sidecar-shaped and sidecar-parse-original).
 //       sidecar-parse and otelcol-parse alone give the parsing ratio;
 //       sidecar-parse-mask is sidecar-parse with every built-in mask on
@@ -30,6 +30,15 @@
 //       instead of sidecar-otlp; sidecar-parse-original is sidecar-parse with
 //       the line beside every JSON record (JOBHARVEST_JSON_ORIGINAL=always),
 //       and gets a parsing ratio of its own.
+//       Codecs (JOBHARVEST_COMPRESSION): the rows without a codec in their
+//       name are gzip level 1; -zstd rows are zstd level 1 (the Collector's
+//       exporter too), -none rows send uncompressed. sidecar-none is the
+//       NDJSON row uncompressed, against rsyslog, which sends uncompressed.
+//       After the rows, each codec's floor: the bodies the sidecar sent in
+//       its first run of a row family (otlp, http, otlp with parsing; up to
+//       64 MiB, decoded by the receiver) compressed in a loop with the
+//       sidecar's own compress call; printed as MiB of log per CPU-second and
+//       the sidecar row's share of it.
 //   BENCH_SIDECAR_REPEATS=<n>   runs of every row (default 3). Rounds run every
 //       chosen row once, each round starting one row further down the list;
 //       every row is printed as its medians, its MiB per CPU-second also as
@@ -62,22 +71,52 @@ import { ENV, type EnvKey } from '../../src/contract/env.ts';
 import { SHAPED_EVENT_START, ensureCorpus, type Corpus } from './corpus.ts';
 import { Sampler, type ProcSample } from './procstat.ts';
 import { median, repeatsFrom, summarize, type Sample } from './repeats.ts';
-import { startOtelcolPeer, type Shaping } from './otelcol-peer.ts';
+import { startOtelcolPeer, type PeerCompression, type Shaping } from './otelcol-peer.ts';
+import { floorMiBPerCpuSecond, measureFloor } from './codec-floor.ts';
+import type { Codec } from '../../src/contract/codec.ts';
 import { CountingOtlpReceiver } from './otlp-receiver.ts';
 import { startRsyslogPeer, type PeerRun } from './rsyslog-peer.ts';
 
 const MiB = 2 ** 20;
+const GZIP1: PeerCompression = { codec: 'gzip', level: 1 };
+/** The Collector's zstd at level 1, its fastest (klauspost/compress SpeedFastest), as the sidecar's. */
+const ZSTD1: PeerCompression = { codec: 'zstd', level: 1 };
 const MIN_BYTES = Number(process.env.BENCH_SIDECAR_BYTES ?? 2 ** 30);
 const REPEATS = repeatsFrom(process.env.BENCH_SIDECAR_REPEATS);
 const LINE_BYTES = 200;
 const TIMEOUT_MS = 15 * 60_000;
-const ALL_ROWS = ['sidecar', 'sidecar-otlp', 'otelcol', 'otelcol-gzip1', 'rsyslog', 'sidecar-shaped', 'sidecar-parse', 'sidecar-parse-mask', 'sidecar-parse-original', 'otelcol-parse'] as const;
+const ALL_ROWS = [
+  'sidecar',
+  'sidecar-otlp',
+  'sidecar-otlp-zstd',
+  'sidecar-http-zstd',
+  'sidecar-otlp-none',
+  'sidecar-none',
+  'otelcol',
+  'otelcol-gzip1',
+  'otelcol-zstd',
+  'rsyslog',
+  'sidecar-shaped',
+  'sidecar-parse',
+  'sidecar-parse-zstd',
+  'sidecar-parse-none',
+  'sidecar-parse-mask',
+  'sidecar-parse-original',
+  'otelcol-parse',
+  'otelcol-parse-zstd',
+] as const;
 type RowKey = (typeof ALL_ROWS)[number];
 const DEFAULT_ROWS = ALL_ROWS.filter((k) => k !== 'sidecar-shaped' && k !== 'sidecar-parse-original');
 const ROWS = new Set((process.env.BENCH_SIDECAR_ROWS?.split(',') ?? DEFAULT_ROWS) as RowKey[]);
 for (const k of ROWS) if (!(ALL_ROWS as readonly string[]).includes(k)) throw new Error(`BENCH_SIDECAR_ROWS: unknown row ${k}; rows are ${ALL_ROWS.join(',')}`);
-const PLAIN_ROWS: readonly RowKey[] = ['sidecar', 'sidecar-otlp', 'otelcol', 'otelcol-gzip1', 'rsyslog'];
-const SHAPED_ROWS: readonly RowKey[] = ['sidecar-shaped', 'sidecar-parse', 'sidecar-parse-mask', 'sidecar-parse-original', 'otelcol-parse'];
+const PLAIN_ROWS: readonly RowKey[] = ['sidecar', 'sidecar-otlp', 'sidecar-otlp-zstd', 'sidecar-http-zstd', 'sidecar-otlp-none', 'sidecar-none', 'otelcol', 'otelcol-gzip1', 'otelcol-zstd', 'rsyslog'];
+const SHAPED_ROWS: readonly RowKey[] = ['sidecar-shaped', 'sidecar-parse', 'sidecar-parse-zstd', 'sidecar-parse-none', 'sidecar-parse-mask', 'sidecar-parse-original', 'otelcol-parse', 'otelcol-parse-zstd'];
+/** Decoded request bodies kept per sender family for the codec floors: enough for a steady measurement, little next to the corpus. */
+const CAPTURE_BYTES = Math.min(64 * MiB, MIN_BYTES);
+type Family = 'otlp' | 'http' | 'otlp-parse';
+/** The first run of each family's bodies, the log bytes behind that run, and all its body bytes. */
+const captures = new Map<Family, { bodies: Buffer[]; logBytes: number; bodyBytes: number }>();
+const codecName = (c: Codec) => (c === 'gzip' ? 'gzip 1' : c === 'zstd' ? 'zstd 1' : 'no compression');
 const SIDECAR_BUILTIN_MULTILINE = process.env.BENCH_SIDECAR_MULTILINE === 'builtin';
 /**
  * The record-shaping settings both sides get: the corpus's start-of-event
@@ -124,8 +163,8 @@ function row(name: string, bytes: number, lines: number, startedAt: number, firs
   };
 }
 
-async function benchSidecar(corpus: ReturnType<typeof ensureCorpus>): Promise<Row> {
-  const receiver = await CountingHttpReceiver.start();
+async function benchSidecar(corpus: ReturnType<typeof ensureCorpus>, codec: Codec = 'gzip'): Promise<Row> {
+  const receiver = await CountingHttpReceiver.start(0, { captureBytes: captures.has('http') ? 0 : CAPTURE_BYTES });
   const state = mkdtempSync(join(tmpdir(), 'jh-bench-state-'));
   try {
     const sidecar = SidecarProcess.start({
@@ -134,6 +173,7 @@ async function benchSidecar(corpus: ReturnType<typeof ensureCorpus>): Promise<Ro
       stateDir: state,
       sink: 'http',
       endpoint: `${receiver.url}/ingest`,
+      settings: { COMPRESSION: codec },
       cpus: SENDER_CPUS,
     });
     const sampler = new Sampler(sidecar.pid);
@@ -153,16 +193,17 @@ async function benchSidecar(corpus: ReturnType<typeof ensureCorpus>): Promise<Ro
     const final = sampler.stop();
     if (exit.code !== 0) log(`sidecar exit ${exit.code ?? exit.signal}:\n${sidecar.tail()}`);
     const shipped = summaryNumber(exit.summary, 'lines_shipped');
-    log(`sidecar: received ${receiver.stats.lines} of ${corpus.lines} lines in ${receiver.stats.requests} requests (${fmt(receiver.stats.wireBytes / MiB)} MiB on the wire); summary lines_shipped=${shipped}`);
-    return row('jobharvest sidecar', corpus.bytes, corpus.lines, sidecar.startedAt, receiver.stats.firstRequestAt, doneAt, { cpuSeconds: usage.cpuSeconds, peakRssMiB: final.peakRssMiB });
+    if (!captures.has('http')) captures.set('http', { bodies: receiver.captured, logBytes: corpus.bytes, bodyBytes: receiver.stats.bytes });
+    log(`sidecar ${codecName(codec)}: received ${receiver.stats.lines} of ${corpus.lines} lines in ${receiver.stats.requests} requests (${fmt(receiver.stats.wireBytes / MiB)} MiB on the wire); summary lines_shipped=${shipped}`);
+    return row(codec === 'gzip' ? 'jobharvest sidecar' : `jobharvest sidecar (http ${codecName(codec)})`, corpus.bytes, corpus.lines, sidecar.startedAt, receiver.stats.firstRequestAt, doneAt, { cpuSeconds: usage.cpuSeconds, peakRssMiB: final.peakRssMiB });
   } finally {
     await receiver.close();
     rmSync(state, { recursive: true, force: true });
   }
 }
 
-async function benchSidecarOtlp(corpus: ReturnType<typeof ensureCorpus>): Promise<Row> {
-  const receiver = await CountingOtlpReceiver.start();
+async function benchSidecarOtlp(corpus: ReturnType<typeof ensureCorpus>, codec: Codec = 'gzip'): Promise<Row> {
+  const receiver = await CountingOtlpReceiver.start({ captureBytes: captures.has('otlp') ? 0 : CAPTURE_BYTES });
   const state = mkdtempSync(join(tmpdir(), 'jh-bench-state-'));
   try {
     const sidecar = SidecarProcess.start({
@@ -171,7 +212,7 @@ async function benchSidecarOtlp(corpus: ReturnType<typeof ensureCorpus>): Promis
       stateDir: state,
       sink: 'otlp',
       endpoint: receiver.url,
-      settings: { OTLP_ENCODING: 'protobuf' },
+      settings: { OTLP_ENCODING: 'protobuf', COMPRESSION: codec },
       cpus: SENDER_CPUS,
     });
     const sampler = new Sampler(sidecar.pid);
@@ -190,23 +231,24 @@ async function benchSidecarOtlp(corpus: ReturnType<typeof ensureCorpus>): Promis
     const exit = await sidecar.stop();
     const final = sampler.stop();
     if (exit.code !== 0) log(`sidecar exit ${exit.code ?? exit.signal}:\n${sidecar.tail()}`);
-    log(`sidecar otlp: received ${receiver.stats.records} of ${corpus.lines} records in ${receiver.stats.requests} requests (${fmt(receiver.stats.wireBytes / MiB)} MiB on the wire); summary lines_shipped=${summaryNumber(exit.summary, 'lines_shipped')}`);
-    return row('jobharvest sidecar (otlp protobuf gzip 1)', corpus.bytes, corpus.lines, sidecar.startedAt, receiver.stats.firstRequestAt, doneAt, { cpuSeconds: usage.cpuSeconds, peakRssMiB: final.peakRssMiB });
+    if (!captures.has('otlp')) captures.set('otlp', { bodies: receiver.captured, logBytes: corpus.bytes, bodyBytes: receiver.stats.bodyBytes });
+    log(`sidecar otlp ${codecName(codec)}: received ${receiver.stats.records} of ${corpus.lines} records in ${receiver.stats.requests} requests (${fmt(receiver.stats.wireBytes / MiB)} MiB on the wire); summary lines_shipped=${summaryNumber(exit.summary, 'lines_shipped')}`);
+    return row(`jobharvest sidecar (otlp protobuf ${codecName(codec)})`, corpus.bytes, corpus.lines, sidecar.startedAt, receiver.stats.firstRequestAt, doneAt, { cpuSeconds: usage.cpuSeconds, peakRssMiB: final.peakRssMiB });
   } finally {
     await receiver.close();
     rmSync(state, { recursive: true, force: true });
   }
 }
 
-/** `gzipLevel` undefined: the exporter's documented default compression (gzip at its default level). */
-async function benchOtelcol(corpus: ReturnType<typeof ensureCorpus>, gzipLevel: number | undefined, shaping?: Shaping): Promise<Row> {
+/** `compression` undefined: the exporter's documented default compression (gzip at its default level). */
+async function benchOtelcol(corpus: ReturnType<typeof ensureCorpus>, compression: PeerCompression | undefined, shaping?: Shaping): Promise<Row> {
   const receiver = await CountingOtlpReceiver.start({ shapes: shaping !== undefined });
   const work = mkdtempSync(join(tmpdir(), 'jh-bench-otelcol-'));
   let peer: ReturnType<typeof startOtelcolPeer> | undefined;
   try {
-    peer = startOtelcolPeer({ file: corpus.file, logsUrl: `${receiver.url}/v1/logs`, workDir: work, cpus: SENDER_CPUS, gzipLevel, shaping });
+    peer = startOtelcolPeer({ file: corpus.file, logsUrl: `${receiver.url}/v1/logs`, workDir: work, cpus: SENDER_CPUS, compression, shaping });
     const version = pinnedVersion(OTELCOL, 'go.opentelemetry.io/collector/otelcol');
-    const gzip = gzipLevel === undefined ? 'default gzip' : `gzip ${gzipLevel}`;
+    const gzip = compression === undefined ? 'default gzip' : `${compression.codec} ${compression.level}`;
     if (shaping) return await measureShapedPeer(peer, receiver, corpus, `otelcol ${version} (${gzip}, recombine+json)`);
     return await measurePeer(peer, receiver, corpus, `otelcol ${version} (${gzip})`);
   } catch (err) {
@@ -282,10 +324,11 @@ function joinedNote(name: string, receiver: CountingOtlpReceiver, corpus: Corpus
  * beside every JSON record, not only where the fields do not hold it exactly;
  * `masks`: every built-in mask on as well.
  */
-async function benchSidecarShaped(corpus: Corpus, parse: boolean, always = false, masks = false): Promise<Row> {
-  const receiver = await CountingOtlpReceiver.start({ shapes: true });
+async function benchSidecarShaped(corpus: Corpus, parse: boolean, always = false, masks = false, codec: Codec = 'gzip'): Promise<Row> {
+  const family = parse && !always && !masks;
+  const receiver = await CountingOtlpReceiver.start({ shapes: true, captureBytes: family && !captures.has('otlp-parse') ? CAPTURE_BYTES : 0 });
   const state = mkdtempSync(join(tmpdir(), 'jh-bench-state-'));
-  const settings: Partial<Record<EnvKey, string>> = { OTLP_ENCODING: 'protobuf' };
+  const settings: Partial<Record<EnvKey, string>> = { OTLP_ENCODING: 'protobuf', COMPRESSION: codec };
   if (parse) {
     // Default: the same start pattern the Collector's recombine gets (RE2 on both sides).
     if (SIDECAR_BUILTIN_MULTILINE) settings.MULTILINE = 'python,java';
@@ -328,8 +371,10 @@ async function benchSidecarShaped(corpus: Corpus, parse: boolean, always = false
     const exit = await sidecar.stop();
     const final = sampler.stop();
     if (exit.code !== 0) log(`sidecar exit ${exit.code ?? exit.signal}:\n${sidecar.tail()}`);
-    const what = parse ? `multiline (${SIDECAR_BUILTIN_MULTILINE ? 'built-in python,java' : 'start pattern'}) + json${always ? ', the line beside every JSON record' : ''}${masks ? ', every mask on' : ''}` : 'shaping off';
-    const name = parse ? `jobharvest sidecar (otlp, multiline+json${always ? '+line' : ''}${masks ? ', every mask on' : ''})` : 'jobharvest sidecar (otlp, shaped corpus)';
+    if (family && !captures.has('otlp-parse')) captures.set('otlp-parse', { bodies: receiver.captured, logBytes: corpus.bytes, bodyBytes: receiver.stats.bodyBytes });
+    const what = parse ? `multiline (${SIDECAR_BUILTIN_MULTILINE ? 'built-in python,java' : 'start pattern'}) + json${always ? ', the line beside every JSON record' : ''}${masks ? ', every mask on' : ''}, ${codecName(codec)}` : 'shaping off';
+    const codecNote = codec === 'gzip' ? '' : `, ${codecName(codec)}`;
+    const name = parse ? `jobharvest sidecar (otlp, multiline+json${always ? '+line' : ''}${masks ? ', every mask on' : ''}${codecNote})` : 'jobharvest sidecar (otlp, shaped corpus)';
     log(`sidecar otlp, shaped corpus, ${what}: ${joinedNote(name, receiver, corpus, parse)}; ${receiver.stats.requests} requests (${fmt(receiver.stats.wireBytes / MiB)} MiB on the wire); summary lines_shipped=${summaryNumber(exit.summary, 'lines_shipped')}`);
     return row(name, corpus.bytes, corpus.lines, sidecar.startedAt, receiver.stats.firstRequestAt, doneAt, { cpuSeconds: usage.cpuSeconds, peakRssMiB: final.peakRssMiB });
   } finally {
@@ -389,7 +434,7 @@ const corpus = wants(PLAIN_ROWS) ? ensureCorpus(MIN_BYTES, LINE_BYTES, log) : un
 const shaped = wants(SHAPED_ROWS) ? ensureCorpus(MIN_BYTES, LINE_BYTES, log, 'shaped') : undefined;
 ensureSidecarBundle();
 if (ROWS.has('rsyslog')) ensureRsyslog(log);
-if (ROWS.has('otelcol') || ROWS.has('otelcol-gzip1') || ROWS.has('otelcol-parse')) ensureGoProgram(OTELCOL, log);
+if ([...ROWS].some((k) => k.startsWith('otelcol'))) ensureGoProgram(OTELCOL, log);
 if (corpus) log(`corpus ${corpus.file}: ${corpus.lines} lines, ${fmt(corpus.bytes / MiB, 0)} MiB, ~${fmt(corpus.bytes / corpus.lines, 0)} B/line`);
 if (shaped) log(`shaped corpus ${shaped.file}: ${shaped.lines} lines in ${shaped.events} events, ${fmt(shaped.bytes / MiB, 0)} MiB, ~${fmt(shaped.bytes / shaped.lines, 0)} B/line; event start ${SHAPED_EVENT_START}`);
 log(oneCore ? 'senders pinned to CPU 0, receivers to CPU 1' : 'taskset unavailable or one CPU: not pinned');
@@ -399,15 +444,23 @@ const shapedCorpus = () => shaped ?? ensureCorpus(MIN_BYTES, LINE_BYTES, log, 's
 const runners: Record<RowKey, () => Promise<Row>> = {
   sidecar: () => benchSidecar(plain()),
   'sidecar-otlp': () => benchSidecarOtlp(plain()),
+  'sidecar-otlp-zstd': () => benchSidecarOtlp(plain(), 'zstd'),
+  'sidecar-http-zstd': () => benchSidecar(plain(), 'zstd'),
+  'sidecar-otlp-none': () => benchSidecarOtlp(plain(), 'none'),
+  'sidecar-none': () => benchSidecar(plain(), 'none'),
   otelcol: () => benchOtelcol(plain(), undefined),
-  'otelcol-gzip1': () => benchOtelcol(plain(), 1),
+  'otelcol-gzip1': () => benchOtelcol(plain(), GZIP1),
+  'otelcol-zstd': () => benchOtelcol(plain(), ZSTD1),
   rsyslog: () => benchRsyslog(plain()),
   'sidecar-shaped': () => benchSidecarShaped(shapedCorpus(), false),
   'sidecar-parse': () => benchSidecarShaped(shapedCorpus(), true),
+  'sidecar-parse-zstd': () => benchSidecarShaped(shapedCorpus(), true, false, false, 'zstd'),
+  'sidecar-parse-none': () => benchSidecarShaped(shapedCorpus(), true, false, false, 'none'),
   'sidecar-parse-mask': () => benchSidecarShaped(shapedCorpus(), true, false, true),
   'sidecar-parse-original': () => benchSidecarShaped(shapedCorpus(), true, true),
   // The exporter as in the otelcol-gzip1 row, which the headline ratio uses.
-  'otelcol-parse': () => benchOtelcol(shapedCorpus(), 1, SHAPING),
+  'otelcol-parse': () => benchOtelcol(shapedCorpus(), GZIP1, SHAPING),
+  'otelcol-parse-zstd': () => benchOtelcol(shapedCorpus(), ZSTD1, SHAPING),
 };
 // Each row runs REPEATS times. A round runs every chosen row once, and each
 // round starts one row further down the list, so a drift of the machine over
@@ -463,6 +516,34 @@ if (has('sidecar-parse') && (has('sidecar-shaped') || has('sidecar-otlp'))) {
 if (unjoined.length > 0) console.log(`warning: not joined into the corpus's events, so not yet a like-for-like parsing row: ${[...new Set(unjoined)].join('; ')}`);
 if (has('sidecar') && has('rsyslog')) console.log(`ratio sidecar/rsyslog throughput: ${ratio('sidecar', 'rsyslog', throughput)}`);
 if (has('sidecar-otlp') && has('otelcol')) console.log(`ratio sidecar/otelcol per CPU-second at the collector's default gzip: ${ratio('sidecar-otlp', 'otelcol')}`);
+// The codecs: each against the sidecar's gzip row, the Collector at the same
+// codec, rsyslog (uncompressed), and the codec's own floor on the sidecar's bodies.
+if (has('sidecar-otlp-zstd') && has('sidecar-otlp')) console.log(`ratio sidecar otlp zstd/gzip 1 per CPU-second: ${ratio('sidecar-otlp-zstd', 'sidecar-otlp')}`);
+if (has('sidecar-http-zstd') && has('sidecar')) console.log(`ratio sidecar http zstd/gzip 1 per CPU-second: ${ratio('sidecar-http-zstd', 'sidecar')}`);
+if (has('sidecar-otlp-none') && has('sidecar-otlp')) console.log(`ratio sidecar otlp none/gzip 1 per CPU-second: ${ratio('sidecar-otlp-none', 'sidecar-otlp')}`);
+if (has('sidecar-otlp-zstd') && has('otelcol-zstd')) console.log(`ratio sidecar/otelcol per CPU-second at zstd: ${ratio('sidecar-otlp-zstd', 'otelcol-zstd')}`);
+if (has('sidecar-parse-zstd') && has('otelcol-parse-zstd')) console.log(`ratio sidecar/otelcol per CPU-second with parsing at zstd: ${ratio('sidecar-parse-zstd', 'otelcol-parse-zstd')}`);
+if (has('sidecar-parse-none') && has('otelcol-parse')) console.log(`ratio sidecar (no compression)/otelcol (gzip 1) per CPU-second with parsing: ${ratio('sidecar-parse-none', 'otelcol-parse')}`);
+if (has('sidecar-none') && has('rsyslog')) console.log(`ratio sidecar http no compression/rsyslog per CPU-second: ${ratio('sidecar-none', 'rsyslog')}`);
+if (has('sidecar') && has('rsyslog')) console.log(`ratio sidecar http gzip 1/rsyslog per CPU-second: ${ratio('sidecar', 'rsyslog')}`);
+const FLOOR_ROWS: ReadonlyArray<readonly [Family, Exclude<Codec, 'none'>, RowKey]> = [
+  ['otlp', 'gzip', 'sidecar-otlp'],
+  ['otlp', 'zstd', 'sidecar-otlp-zstd'],
+  ['http', 'gzip', 'sidecar'],
+  ['http', 'zstd', 'sidecar-http-zstd'],
+  ['otlp-parse', 'gzip', 'sidecar-parse'],
+  ['otlp-parse', 'zstd', 'sidecar-parse-zstd'],
+];
+for (const [family, codec, key] of FLOOR_ROWS) {
+  const cap = captures.get(family);
+  if (!cap || !has(key) || cap.bodies.length === 0) continue;
+  const floor = measureFloor(cap.bodies, codec);
+  const floorPerCpu = floorMiBPerCpuSecond(floor, cap.logBytes, cap.bodyBytes);
+  const sidecar = median(samples.get(key)!.map(perCpu));
+  console.log(
+    `codec floor ${codecName(codec)} on the sidecar's ${family} bodies (${fmt(cap.bodyBytes / cap.logBytes, 2)} body bytes per log byte, compressed to ${fmt(floor.sizeRatio * 100)}%): ${fmt(floorPerCpu)} MiB of log per CPU-second; the sidecar's row at ${fmt(sidecar / floorPerCpu, 2)} of it`,
+  );
+}
 const byKey = (k: RowKey) => rows.find((r) => r.key === k);
 const me = byKey('sidecar');
 const otlp = byKey('sidecar-otlp');

@@ -25,7 +25,7 @@ import { RE2JS } from 're2js';
 import { MAX_START_PROGRAM, START_MATCH_BYTES } from '../../src/contract/shaping-settings.ts';
 import { customRule } from '../../sidecar/shape/multiline.ts';
 import { Shaper } from '../../sidecar/shape/shaper.ts';
-import { parseShaping } from '../../sidecar/shape/settings.ts';
+import { parseShaping } from '../../sidecar/shaping-settings.ts';
 import { newStats } from '../../sidecar/stats.ts';
 import { FileProgress } from '../../sidecar/records/progress.ts';
 import { fileKey, idPrefix, type FileMeta, type LogRecord } from '../../sidecar/records/record.ts';

@@ -5,9 +5,8 @@ import type { LookupAddress } from 'node:dns';
 import { createServer, type Server } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { loadSink } from '../../sidecar/pipeline.ts';
-import { makeRecord, testConfig } from '../../sidecar/test/helpers.ts';
-import type { Config } from '../../sidecar/config.ts';
+import { loadSink, type EngineOptions } from '../../sidecar/engine.ts';
+import { makeRecord, testConfig } from '../../test/support/sidecar-helpers.ts';
 import { addressClass, destinationProblem, dialGuard, dialProblem, ipAddressClass, parseDestinations, type Destination, type Resolver } from '../destinations.ts';
 import { DEFAULT_LIMITS, shipConfig } from '../ship.ts';
 
@@ -48,6 +47,12 @@ describe('addressClass: the normalised address', () => {
   it.each(['http://logs.example.com/', 'http://logs.example.com./', 'http://8.8.8.8/', 'http://[2001:4860:4860::8888]/', 'http://[::ffff:8.8.8.8]/', 'http://[64:ff9b::808:808]/'])('%s is public', (url) => {
     expect(addressClass(new URL(url).hostname)).toBeUndefined();
   });
+  it('parseDestinations reads a codec and refuses one it does not know', () => {
+    expect(parseDestinations([{ name: 'x', sink: 'otlp', endpoint: 'https://logs.example/v1/logs', compression: 'zstd' }])[0]!.compression).toBe('zstd');
+    expect(parseDestinations([{ name: 'x', sink: 'otlp', endpoint: 'https://logs.example/v1/logs' }])[0]).not.toHaveProperty('compression');
+    expect(() => parseDestinations([{ name: 'x', sink: 'otlp', endpoint: 'https://logs.example/v1/logs', compression: 'brotli' }])).toThrow(/destination x: compression must be one of gzip, zstd, none/);
+  });
+
   it('parseDestinations refuses each such spelling unless its class is allowed', () => {
     for (const endpoint of ['http://[::ffff:169.254.169.254]/', 'http://[::127.0.0.1]/', 'http://[64:ff9b::a9fe:a9fe]/', 'http://localhost./']) {
       expect(() => parseDestinations([{ name: 'x', sink: 'http', endpoint }])).toThrow(/is a (link-local|loopback) address/);
@@ -157,7 +162,7 @@ async function harvesterSink(d: Destination, resolver: Resolver) {
     deadlineMs: 1000,
     resolver,
   };
-  const config: Config = await shipConfig(req);
+  const config: EngineOptions = await shipConfig(req);
   return loadSink(config);
 }
 

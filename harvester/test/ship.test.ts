@@ -4,7 +4,7 @@
 import { readFile } from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { encodeTermination, decodeTermination } from '../../src/contract/termination.ts';
-import { FakeKube, type LogLine } from '../../sidecar/test/fake-kube.ts';
+import { FakeKube, type LogLine } from '../../test/support/fake-kube.ts';
 import { NdjsonReceiver } from '../../test/support/ndjson-receiver.ts';
 import { parseDestinations } from '../destinations.ts';
 import { checkpointOf, DEFAULT_LIMITS, podResource, podShaping, shipConfig, shipPod, type ShipRequest } from '../ship.ts';
@@ -81,6 +81,28 @@ describe('harvester: shipping one pod with the engine', () => {
     expect(cfg.headers).toEqual({ 'user-agent': 'jobharvest-harvester' });
     expect(cfg.endpoint?.href).toBe(t.sink.url);
     expect(cfg.auth).toEqual({ scheme: 'Bearer' });
+  });
+
+  it("uses the destination's codec where its sink takes it, gzip otherwise", async () => {
+    const t = await setup();
+    const req = t.req(30);
+    expect((await shipConfig(req)).compression).toBe('gzip');
+    expect((await shipConfig({ ...req, destination: { ...req.destination, compression: 'zstd' } })).compression).toBe('zstd');
+    expect((await shipConfig({ ...req, destination: { ...req.destination, sink: 'loki', compression: 'zstd' } })).compression).toBe('gzip');
+    expect((await shipConfig({ ...req, destination: { ...req.destination, compression: 'none' } })).compression).toBe('none');
+  });
+
+  it('ships zstd to a destination that takes it', async () => {
+    const t = await setup();
+    const req = t.req(60);
+    const encodings: Array<string | undefined> = [];
+    t.sink.handler = (_docs, r) => {
+      encodings.push(r.headers['content-encoding']);
+      return true;
+    };
+    expect(await shipPod({ ...req, destination: { ...req.destination, compression: 'zstd' } })).toEqual({ missing: 10, shipped: 10, lost: 0 });
+    expect(new Set(encodings)).toEqual(new Set(['zstd']));
+    expect(t.sink.accepted).toHaveLength(10);
   });
 
   it('names itself to the server', async () => {

@@ -5,7 +5,7 @@
 // lines. Ratios in the same run, not absolute times.
 import { readFile } from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';
-import { FakeKube } from '../../sidecar/test/fake-kube.ts';
+import { FakeKube } from '../../test/support/fake-kube.ts';
 import { costlyLines, HOSTILE, LINE, PLAIN, worstAccepted } from '../../test/support/start-pattern-lines.ts';
 import { NdjsonReceiver } from '../../test/support/ndjson-receiver.ts';
 import { parseDestinations } from '../destinations.ts';

@@ -8,8 +8,8 @@ import type { Batch } from './batcher.ts';
 import type { DeadLetterEntry, DeadLetterSink } from './deadletter.ts';
 import { log } from '../log.ts';
 import type { LogRecord } from '../records/record.ts';
-import { isRequestBuildError } from '../sinks/request-error.ts';
-import type { SendResult, Sink } from '../sinks/types.ts';
+import { isRequestBuildError } from './request-error.ts';
+import type { SendResult, Sink } from './sink.ts';
 import type { Stats } from '../stats.ts';
 
 export interface DeliveryOptions {

@@ -3,7 +3,7 @@
 // deep tree (sinks turn fields into labels, columns or attributes). The
 // message stays the line as written: nothing is lost, whatever a sink keeps.
 import type { FieldValue, Fields } from '../records/record.ts';
-import type { JsonSettings } from './settings.ts';
+import type { JsonSettings } from '../shaping-settings.ts';
 
 export type JsonResult = { readonly fields: Fields } | 'plain' | 'too-wide';
 

@@ -6,7 +6,7 @@
 import { RE2JS } from 're2js';
 import { ConfigError } from '../config.ts';
 import { mapLeaves, type FieldValue, type Fields } from '../records/record.ts';
-import type { MaskRule, MaskSettings } from './settings.ts';
+import type { MaskRule, MaskSettings } from '../shaping-settings.ts';
 
 /**
  * A rule finds the spans to replace in a text: [from, to) pairs pushed onto

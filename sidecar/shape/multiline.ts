@@ -15,7 +15,7 @@ import { RE2JS } from 're2js';
 import { MAX_START_PROGRAM, START_MATCH_BYTES } from '../../src/contract/shaping-settings.ts';
 import { ConfigError } from '../config.ts';
 import { CriRecord, type LogRecord } from '../records/record.ts';
-import type { MultilineRule, MultilineSettings } from './settings.ts';
+import type { MultilineRule, MultilineSettings } from '../shaping-settings.ts';
 
 /**
  * `join`: the line belongs to the event. `maybe`: it belongs only if a later

@@ -22,7 +22,7 @@ import { utf8Valid } from '../records/utf8.ts';
 import { parseJsonFields } from './json.ts';
 import { Masker, type MaskState } from './mask.ts';
 import { Joiner, literalPrefixes, type Group, type Slot } from './multiline.ts';
-import type { JsonSettings, ShapingSettings } from './settings.ts';
+import type { JsonSettings, ShapingSettings } from '../shaping-settings.ts';
 
 interface FileShape {
   /** One slot per stream. */

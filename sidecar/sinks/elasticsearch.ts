@@ -8,7 +8,8 @@ import type { LogRecord } from '../records/record.ts';
 import { withPath } from './http/client.ts';
 import { DocumentEncoder } from '../encode/document.ts';
 import { attempt } from './http/result.ts';
-import type { SendResult, Sink, SinkContext } from './types.ts';
+import type { SendResult, Sink } from '../delivery/sink.ts';
+import type { SinkContext } from './types.ts';
 
 const ACTION_END = Buffer.from('"}}\n');
 

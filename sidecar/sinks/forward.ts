@@ -14,7 +14,8 @@ import { ConfigError } from '../config.ts';
 import { log } from '../log.ts';
 import { ackOf, buildPing, checkPong, FORWARD_MODES, ForwardEncoder, parseHelo, TagTemplate, type Credentials, type ForwardMessage, type ForwardMode } from './forward/protocol.ts';
 import { Connector, Link, openStream, streamEndpoint, untilAborted, type StreamEndpoint } from './stream/client.ts';
-import type { SendResult, Sink, SinkContext } from './types.ts';
+import type { SendResult, Sink } from '../delivery/sink.ts';
+import type { SinkContext } from './types.ts';
 
 type Env = Readonly<Record<string, string | undefined>>;
 type Answer = { readonly ok: true } | { readonly ok: false; readonly reason: string };
@@ -187,7 +188,7 @@ export function createSink(ctx: SinkContext, env: Env = process.env): Sink {
   const credentials: Credentials | undefined = s.sharedKey
     ? { sharedKey: s.sharedKey, hostname: cfg.identity.node || hostname(), username: cfg.auth.username, password: cfg.auth.password }
     : undefined;
-  const encoder = new ForwardEncoder(cfg.identity, new TagTemplate(s.tag, cfg.identity), s.mode, cfg.gzip ? cfg.gzipLevel : 0);
+  const encoder = new ForwardEncoder(cfg.identity, new TagTemplate(s.tag, cfg.identity), s.mode, cfg.compression === 'gzip' ? cfg.gzipLevel : 0);
   const client = new ForwardClient(ep, cfg.requestTimeoutMs, credentials, (v) => enc.encode(v));
   return {
     send: (records, signal) => client.send(encoder.encode(records), signal),

@@ -2,7 +2,8 @@
 import { releaser } from '../encode/body.ts';
 import { DocumentEncoder } from '../encode/document.ts';
 import { attempt } from './http/result.ts';
-import type { Sink, SinkContext } from './types.ts';
+import type { Sink } from '../delivery/sink.ts';
+import type { SinkContext } from './types.ts';
 
 export function createSink(ctx: SinkContext): Sink {
   const url = ctx.config.endpoint!;

@@ -10,7 +10,8 @@ import { nanosText, nowTime, parseTimestamp } from '../records/timestamp.ts';
 import { FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type FileMeta, type LogRecord } from '../records/record.ts';
 import { withPath } from './http/client.ts';
 import { attempt } from './http/result.ts';
-import type { Sink, SinkContext } from './types.ts';
+import type { Sink } from '../delivery/sink.ts';
+import type { SinkContext } from './types.ts';
 import type { Identity } from '../config.ts';
 
 export const LOKI_PUSH_PATH = '/loki/api/v1/push';

@@ -17,7 +17,8 @@ import { OtlpEncoder, decodeExportLogsResponse, resourceFields, severityOf } fro
 import { withPath } from './http/client.ts';
 import { metadataFields } from '../encode/document.ts';
 import { attempt } from './http/result.ts';
-import type { SendResult, Sink, SinkContext } from './types.ts';
+import type { SendResult, Sink } from '../delivery/sink.ts';
+import type { SinkContext } from './types.ts';
 
 export const OTLP_LOGS_PATH = '/v1/logs';
 

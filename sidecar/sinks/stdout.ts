@@ -3,7 +3,8 @@
 import type { Writable } from 'node:stream';
 import { recycleBody } from '../encode/body.ts';
 import { DocumentEncoder } from '../encode/document.ts';
-import type { Sink, SinkContext } from './types.ts';
+import type { Sink } from '../delivery/sink.ts';
+import type { SinkContext } from './types.ts';
 
 export function createSink(ctx: SinkContext, out: Writable = process.stdout): Sink {
   const encoder = new DocumentEncoder(ctx.config.identity);

@@ -8,7 +8,8 @@ import { isValidSdId, parseFacility, parseSeverityMap, SyslogEncoder } from './s
 import { OctetCountingTransport, type SyslogTransport } from './syslog/octet.ts';
 import { RelpTransport } from './syslog/relp.ts';
 import { streamEndpoint } from './stream/client.ts';
-import type { Sink, SinkContext } from './types.ts';
+import type { Sink } from '../delivery/sink.ts';
+import type { SinkContext } from './types.ts';
 
 export const SYSLOG_PROTOCOLS = ['octet-counting', 'relp'] as const;
 export type SyslogProtocol = (typeof SYSLOG_PROTOCOLS)[number];

@@ -3,13 +3,13 @@
 // into records, pass them to emit() (which blocks under backpressure) and
 // report acknowledged progress as checkpoint entries.
 import type { CheckpointEntry } from '../delivery/checkpoint.ts';
-import type { Config } from '../config.ts';
+import type { EngineOptions } from '../config.ts';
 import type { FileMeta, LogRecord } from '../records/record.ts';
 import type { Stats } from '../stats.ts';
 
 /** What the pipeline gives either source. */
 export interface SourceOptions {
-  readonly config: Config;
+  readonly config: EngineOptions;
   readonly stats: Stats;
   /** Loaded checkpoint; entries are consumed and kept up to date by the source. */
   readonly checkpoint: Map<string, CheckpointEntry>;

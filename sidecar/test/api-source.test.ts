@@ -12,10 +12,11 @@ import { CHECKPOINT_FILE } from '../delivery/checkpoint.ts';
 import { ConfigError, loadConfig } from '../config.ts';
 import { log } from '../log.ts';
 import { Pipeline } from '../pipeline.ts';
+import { SidecarPipeline } from '../run.ts';
 import { decodeTermination } from '../termination.ts';
-import { FakeKube, type LogLine } from './fake-kube.ts';
+import { FakeKube, type LogLine } from '../../test/support/fake-kube.ts';
 import { NdjsonReceiver, type Doc } from '../../test/support/ndjson-receiver.ts';
-import { testConfig, tmpDir, waitUntil } from './helpers.ts';
+import { testConfig, tmpDir, waitUntil } from '../../test/support/sidecar-helpers.ts';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -73,7 +74,7 @@ async function setup(containers: ConstructorParameters<typeof FakeKube>[0], env:
       ...over,
     });
   const start = async (over: Record<string, string> = {}) => {
-    const p = new Pipeline(config(over));
+    const p = new SidecarPipeline(config(over));
     await p.start();
     cleanups.push(async () => {
       await p.drain();

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { FileProgress } from '../records/progress.ts';
 import { Batcher, RECORD_OVERHEAD_BYTES, type Batch } from '../delivery/batcher.ts';
-import { makeMeta, makeRecord } from './helpers.ts';
+import { makeMeta, makeRecord } from '../../test/support/sidecar-helpers.ts';
 
 afterEach(() => {
   vi.useRealTimers();

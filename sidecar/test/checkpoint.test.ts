@@ -2,7 +2,7 @@ import { readdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CHECKPOINT_FILE, CheckpointStore, writeFileAtomic } from '../delivery/checkpoint.ts';
-import { tmpDir } from './helpers.ts';
+import { tmpDir } from '../../test/support/sidecar-helpers.ts';
 
 describe('checkpoint', () => {
   it('writes atomically and leaves no temp file behind', async () => {

@@ -3,7 +3,7 @@ import { ENV } from '../../src/contract/env.ts';
 import { ConfigError, loadConfig, usage } from '../config.ts';
 import { DEFAULT_DEAD_LETTER_MAX_BYTES } from '../delivery/deadletter.ts';
 import { INCOMPLETE_EXIT_CODE } from '../outcome.ts';
-import { testConfig } from './helpers.ts';
+import { testConfig } from '../../test/support/sidecar-helpers.ts';
 
 describe('config', () => {
   it('applies the contract defaults', () => {
@@ -11,7 +11,8 @@ describe('config', () => {
     expect(c.sink).toBe('stdout');
     expect(c.drainMs).toBe(25_000);
     expect(c.maxInFlight).toBe(4);
-    expect(c.gzip).toBe(true);
+    expect(c.compression).toBe('none');
+    expect(testConfig({ JOBHARVEST_SINK: 'otlp', JOBHARVEST_ENDPOINT: 'http://c:4318' }).compression).toBe('gzip');
     expect(c.identity).toEqual({ namespace: 'team-a', pod: 'job-abc-xyz', podUid: 'uid-1', node: 'node-1', job: 'job-abc' });
   });
 

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { truncationMarker, utf8Prefix } from '../sources/lines.ts';
 import { CriDecoder } from '../sources/node/cri.ts';
 import { FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type LogRecord } from '../records/record.ts';
-import { cri, makeMeta } from './helpers.ts';
+import { cri, makeMeta } from '../../test/support/sidecar-helpers.ts';
 
 const T1 = '2024-01-02T03:04:05.000000001Z';
 const T2 = '2024-01-02T03:04:05.000000002Z';

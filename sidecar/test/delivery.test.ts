@@ -3,9 +3,9 @@ import { describe, expect, it } from 'vitest';
 import type { Batch } from '../delivery/batcher.ts';
 import type { DeadLetter, DeadLetterEntry } from '../delivery/deadletter.ts';
 import { Delivery, UNSENT_REASON } from '../delivery/delivery.ts';
-import type { Sink } from '../sinks/types.ts';
+import type { Sink } from '../delivery/sink.ts';
 import { newStats } from '../stats.ts';
-import { makeRecord } from './helpers.ts';
+import { makeRecord } from '../../test/support/sidecar-helpers.ts';
 
 /** Never answers; gives up only when its request is aborted. */
 const hangingSink: Sink = {

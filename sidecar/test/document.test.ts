@@ -7,7 +7,7 @@ import { CriDecoder } from '../sources/node/cri.ts';
 import { CriRecord, FLAG_MALFORMED, FLAG_TRUNCATED, type LogRecord } from '../records/record.ts';
 import { DocumentEncoder } from '../encode/document.ts';
 import { encodeBulk } from '../sinks/elasticsearch.ts';
-import { makeMeta, makeRecord, testConfig } from './helpers.ts';
+import { makeMeta, makeRecord, testConfig } from '../../test/support/sidecar-helpers.ts';
 
 const identity = testConfig().identity;
 

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { ensureSidecarBundle } from '../../test/support/sidecar.ts';
-import { cri, tmpDir } from './helpers.ts';
+import { cri, tmpDir } from '../../test/support/sidecar-helpers.ts';
 
 const LINES = 20;
 

@@ -11,8 +11,8 @@ import { ConfigError } from '../config.ts';
 import { FLAG_TRUNCATED } from '../records/record.ts';
 import { createSink, loadForwardSettings } from '../sinks/forward.ts';
 import { buildPing, checkPong, chunkId, ForwardEncoder, TagTemplate } from '../sinks/forward/protocol.ts';
-import type { Sink } from '../sinks/types.ts';
-import { makeMeta, makeRecord, testConfig } from './helpers.ts';
+import type { Sink } from '../delivery/sink.ts';
+import { makeMeta, makeRecord, testConfig } from '../../test/support/sidecar-helpers.ts';
 import { writeTestPki, type TestPki } from '../../test/support/test-pki.ts';
 
 const cfg = testConfig();

@@ -38,7 +38,7 @@ afterAll(async () => {
   await new Promise<void>((r) => server.close(() => r()));
 });
 
-const config = { maxInFlight: 1, tls: {}, headers: { 'user-agent': 'jobharvest-harvester (test)' }, auth: { scheme: 'Bearer' }, gzip: true, gzipLevel: 1, requestTimeoutMs: 10_000, maxResponseBytes: 4 * 1024 * 1024 } as unknown as Config;
+const config = { maxInFlight: 1, tls: {}, headers: { 'user-agent': 'jobharvest-harvester (test)' }, auth: { scheme: 'Bearer' }, compression: 'gzip', gzipLevel: 1, requestTimeoutMs: 10_000, maxResponseBytes: 4 * 1024 * 1024 } as unknown as Config;
 
 it('keeps 64 KiB of a 30 MiB error answer, with its status and headers, and stops reading there', async () => {
   const client = new HttpClient(config);

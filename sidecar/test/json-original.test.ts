@@ -13,7 +13,7 @@ import type { LogRecord } from '../records/record.ts';
 import { ShapedRecord } from '../records/shaped.ts';
 import { OtlpRecordBuilder } from '../sinks/otlp.ts';
 import { CriDecoder } from '../sources/node/cri.ts';
-import { makeMeta, testConfig } from './helpers.ts';
+import { makeMeta, testConfig } from '../../test/support/sidecar-helpers.ts';
 import { anyOf, otlpRoot, type KV } from './otlp-proto.ts';
 import { harness, Lines, shaping } from './shape-helpers.ts';
 

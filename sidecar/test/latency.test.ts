@@ -4,7 +4,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Pipeline } from '../pipeline.ts';
-import { cri, testConfig, tmpDir } from './helpers.ts';
+import { cri, testConfig, tmpDir } from '../../test/support/sidecar-helpers.ts';
 import { NdjsonReceiver } from '../../test/support/ndjson-receiver.ts';
 
 const cleanups: Array<() => Promise<unknown>> = [];

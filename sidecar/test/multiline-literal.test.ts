@@ -5,7 +5,7 @@ import { RE2JS } from 're2js';
 import { describe, expect, it } from 'vitest';
 import { customRule, literalPrefixes } from '../shape/multiline.ts';
 import { CriRecord, type LogRecord } from '../records/record.ts';
-import { makeMeta } from './helpers.ts';
+import { makeMeta } from '../../test/support/sidecar-helpers.ts';
 
 const FILE = makeMeta();
 const TS = '2025-06-01T00:00:00.000000001Z';

@@ -13,7 +13,7 @@ import type { Ticket } from '../records/progress.ts';
 import { FLAG_INCOMPLETE, FLAG_TRUNCATED, recordId, type LogRecord } from '../records/record.ts';
 import { NodeSource } from '../sources/node/node-source.ts';
 import { newStats, type Stats } from '../stats.ts';
-import { cri, testConfig, tmpDir, waitUntil } from './helpers.ts';
+import { cri, testConfig, tmpDir, waitUntil } from '../../test/support/sidecar-helpers.ts';
 
 const sources: NodeSource[] = [];
 afterEach(async () => {

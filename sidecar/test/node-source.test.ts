@@ -8,7 +8,7 @@ import type { LogRecord } from '../records/record.ts';
 import { NodeSource, parseLogName } from '../sources/node/node-source.ts';
 import { CHUNK_BYTES } from '../sources/node/tail.ts';
 import { newStats } from '../stats.ts';
-import { cri, testConfig, tmpDir, waitUntil } from './helpers.ts';
+import { cri, testConfig, tmpDir, waitUntil } from '../../test/support/sidecar-helpers.ts';
 
 const sources: NodeSource[] = [];
 afterEach(async () => {

@@ -5,7 +5,7 @@ import { VERSION } from '../../src/contract/version.ts';
 import { OtlpEncoder, decodeExportLogsResponse, varintSize } from '../encode/otlp.ts';
 import { CriRecord, FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, recordId, type LogRecord, type Stream } from '../records/record.ts';
 import { OtlpRecordBuilder, interpretPartialSuccess } from '../sinks/otlp.ts';
-import { makeMeta, makeRecord, testConfig } from './helpers.ts';
+import { makeMeta, makeRecord, testConfig } from '../../test/support/sidecar-helpers.ts';
 import { otlpRoot } from './otlp-proto.ts';
 
 const id = testConfig().identity;

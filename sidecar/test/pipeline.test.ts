@@ -2,12 +2,12 @@ import { appendFile, mkdir, readFile, stat, symlink, writeFile } from 'node:fs/p
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
-import { CHECKPOINT_FILE } from '../delivery/checkpoint.ts';
-import { DEAD_LETTER_FILE } from '../delivery/deadletter.ts';
+import { CHECKPOINT_FILE, MemoryCheckpoint } from '../delivery/checkpoint.ts';
+import { CountingDeadLetter, DEAD_LETTER_FILE } from '../delivery/deadletter.ts';
 import { UNSENT_REASON } from '../delivery/delivery.ts';
 import type { Config } from '../config.ts';
 import { Pipeline } from '../pipeline.ts';
-import { cri, testConfig, tmpDir, waitUntil } from './helpers.ts';
+import { cri, testConfig, tmpDir, waitUntil } from '../../test/support/sidecar-helpers.ts';
 import { NdjsonReceiver, type Doc } from '../../test/support/ndjson-receiver.ts';
 
 const cleanups: Array<() => Promise<void>> = [];
@@ -313,5 +313,21 @@ describe('pipeline against a fake HTTP server', () => {
     const summary = await p.drain();
     expect((await stat(t.deadLetterFile)).size).toBe(cap - 99);
     expect(summary).toMatchObject({ lines_dead_lettered: 20, dead_letter_overflow_lines: 20 });
+  });
+});
+
+describe('the engine options a program gives the pipeline', () => {
+  // What the process settings always carry is optional for a program that embeds the engine; without it, the pipeline says what is missing.
+  const { logDir: _logDir, pollMs: _pollMs, stateDir: _stateDir, metricsPort: _m, logLevel: _l, failureExitCode: _f, terminationLog: _t, ...engine } = testConfig({ JOBHARVEST_SINK: 'stdout' });
+
+  it('node mode without the log directory is refused at the start', async () => {
+    const p = new Pipeline(engine, { checkpoint: new MemoryCheckpoint(new Map()), deadLetter: new CountingDeadLetter() });
+    await expect(p.start()).rejects.toThrow(/node mode needs the log directory \(logDir\) and the poll interval \(pollMs\)/);
+  });
+
+  it('no state directory: the default checkpoint and dead-letter file are refused, given backends are not', () => {
+    expect(() => new Pipeline(engine, { deadLetter: new CountingDeadLetter() })).toThrow(/the checkpoint needs a state directory/);
+    expect(() => new Pipeline(engine, { checkpoint: new MemoryCheckpoint(new Map()) })).toThrow(/the dead-letter file needs a state directory/);
+    expect(new Pipeline(engine, { checkpoint: new MemoryCheckpoint(new Map()), deadLetter: new CountingDeadLetter() }).openFiles).toBe(0);
   });
 });

@@ -6,7 +6,7 @@ import { FileProgress } from '../records/progress.ts';
 import type { LogRecord, Stream } from '../records/record.ts';
 import { Shaper } from '../shape/shaper.ts';
 import { newStats } from '../stats.ts';
-import { makeMeta } from './helpers.ts';
+import { makeMeta } from '../../test/support/sidecar-helpers.ts';
 import { shaping } from './shape-helpers.ts';
 
 /** A small deterministic generator, so a failure is reproducible from its seed. */

@@ -1,9 +1,9 @@
 // Feeding lines through the shaping stage, as a source would.
 import { Shaper, type ShaperOptions } from '../shape/shaper.ts';
-import { parseShaping, type ShapingSettings } from '../shape/settings.ts';
+import { parseShaping, type ShapingSettings } from '../shaping-settings.ts';
 import type { FileMeta, LogRecord, Stream } from '../records/record.ts';
 import { newStats, type Stats } from '../stats.ts';
-import { makeMeta } from './helpers.ts';
+import { makeMeta } from '../../test/support/sidecar-helpers.ts';
 
 /** Shaping settings as the sidecar would read them from these env vars (names without the JOBHARVEST_ prefix). */
 export function shaping(env: Record<string, string>, maxRecordBytes = 262_144): ShapingSettings {

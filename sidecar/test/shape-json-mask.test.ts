@@ -2,8 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../config.ts';
 import { parseJsonFields } from '../shape/json.ts';
 import { Masker } from '../shape/mask.ts';
-import { parseShaping } from '../shape/settings.ts';
-import { testConfig } from './helpers.ts';
+import { parseShaping } from '../shaping-settings.ts';
+import { testConfig } from '../../test/support/sidecar-helpers.ts';
 import { harness, Lines, shaping } from './shape-helpers.ts';
 
 const BOUNDS = { maxFields: 64, maxDepth: 4 };

@@ -8,7 +8,7 @@ import { OtlpEncoder } from '../encode/otlp.ts';
 import type { LogRecord } from '../records/record.ts';
 import { Masker } from '../shape/mask.ts';
 import { CriDecoder } from '../sources/node/cri.ts';
-import { makeMeta, testConfig } from './helpers.ts';
+import { makeMeta, testConfig } from '../../test/support/sidecar-helpers.ts';
 import { harness, Lines, shaping } from './shape-helpers.ts';
 
 const ALL = shaping({ MASK: 'all' }).mask!.rules;

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CHECKPOINT_FILE } from '../delivery/checkpoint.ts';
 import { Pipeline } from '../pipeline.ts';
-import { cri, testConfig, tmpDir, waitUntil } from './helpers.ts';
+import { cri, testConfig, tmpDir, waitUntil } from '../../test/support/sidecar-helpers.ts';
 import { NdjsonReceiver } from '../../test/support/ndjson-receiver.ts';
 
 const cleanups: Array<() => Promise<void>> = [];

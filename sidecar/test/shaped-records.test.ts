@@ -18,7 +18,7 @@ import { OtlpRecordBuilder } from '../sinks/otlp.ts';
 import { SyslogEncoder, paramName, sdIdLike } from '../sinks/syslog/format.ts';
 import { octetFrames } from '../sinks/syslog/octet.ts';
 import { RelpParser, relpFrame } from '../sinks/syslog/relp.ts';
-import { makeMeta, makeRecord, testConfig } from './helpers.ts';
+import { makeMeta, makeRecord, testConfig } from '../../test/support/sidecar-helpers.ts';
 import { anyOf, otlpRoot, type KV } from './otlp-proto.ts';
 
 const LABELS = { 'app.kubernetes.io/name': 'etl', team: 'data' };

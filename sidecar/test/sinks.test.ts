@@ -9,7 +9,7 @@ import { encodeLokiPush } from '../sinks/loki.ts';
 import { OtlpRecordBuilder, interpretPartialSuccess } from '../sinks/otlp.ts';
 import { createSink as createStdoutSink } from '../sinks/stdout.ts';
 import { parseTimestamp, nanosText } from '../records/timestamp.ts';
-import { makeMeta, makeRecord, testConfig } from './helpers.ts';
+import { makeMeta, makeRecord, testConfig } from '../../test/support/sidecar-helpers.ts';
 import { otlpRoot } from './otlp-proto.ts';
 
 const cfg = testConfig();

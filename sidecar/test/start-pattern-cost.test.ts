@@ -13,7 +13,7 @@ import { Pipeline } from '../pipeline.ts';
 import { customRule, lineStart } from '../shape/multiline.ts';
 import { shapingProblems } from '../shape/shaper.ts';
 import { NdjsonReceiver } from '../../test/support/ndjson-receiver.ts';
-import { cri, testConfig, tmpDir, waitUntil } from './helpers.ts';
+import { cri, testConfig, tmpDir, waitUntil } from '../../test/support/sidecar-helpers.ts';
 import { harness, Lines, shaping } from './shape-helpers.ts';
 import { costlyLines, HOSTILE, LINE, PLAIN, worstAccepted } from '../../test/support/start-pattern-lines.ts';
 

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ensureSidecarBundle } from '../../test/support/sidecar.ts';
 import { markerIsCurrent, markStarted, processStartTime, waitStarted } from '../started.ts';
-import { tmpDir } from './helpers.ts';
+import { tmpDir } from '../../test/support/sidecar-helpers.ts';
 
 describe('the started marker', () => {
   it('names the process that wrote it, by PID and start time, and counts only while that process runs', async () => {

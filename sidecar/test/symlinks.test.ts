@@ -3,7 +3,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { newStats } from '../stats.ts';
 import { OPEN_LOG_FLAGS, SkippedSymlinks } from '../sources/node/symlinks.ts';
-import { tmpDir } from './helpers.ts';
+import { tmpDir } from '../../test/support/sidecar-helpers.ts';
 
 describe('symlinks in the pod log directory', () => {
   it('a log file swapped for a link after discovery fails to open (ELOOP) instead of being followed', async () => {

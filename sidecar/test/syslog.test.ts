@@ -11,8 +11,8 @@ import { OctetCountingTransport, octetFrames } from '../sinks/syslog/octet.ts';
 import { RelpParser, RelpTransport, relpFrame } from '../sinks/syslog/relp.ts';
 import { streamEndpoint } from '../sinks/stream/client.ts';
 import { createSink, loadSyslogSettings } from '../sinks/syslog.ts';
-import type { Sink } from '../sinks/types.ts';
-import { makeMeta, makeRecord, testConfig } from './helpers.ts';
+import type { Sink } from '../delivery/sink.ts';
+import { makeMeta, makeRecord, testConfig } from '../../test/support/sidecar-helpers.ts';
 import { writeTestPki, type TestPki } from '../../test/support/test-pki.ts';
 
 const cfg = testConfig();

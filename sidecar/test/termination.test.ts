@@ -3,7 +3,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { appendFile, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Pipeline } from '../pipeline.ts';
+import { SidecarPipeline } from '../run.ts';
 import {
   decodeTermination,
   encodeTermination,
@@ -13,7 +13,7 @@ import {
   type RunPosition,
   type TerminationCounts,
 } from '../termination.ts';
-import { cri, testConfig, tmpDir, waitUntil } from './helpers.ts';
+import { cri, testConfig, tmpDir, waitUntil } from '../../test/support/sidecar-helpers.ts';
 import { NdjsonReceiver } from '../../test/support/ndjson-receiver.ts';
 
 const counts: TerminationCounts = { state: 'incomplete', mode: 'api', sink: 'loki', shipped: 1200, unsent: 300, dead_lettered: 2 };
@@ -182,7 +182,7 @@ describe('pipeline termination message', () => {
   it('complete: the run is done and nothing is to resume', async () => {
     const t = await setup({});
     await writeFile(t.log, lines(0, 50));
-    const p = new Pipeline(t.config);
+    const p = new SidecarPipeline(t.config);
     await p.start();
     await waitUntil(() => t.srv.accepted.length >= 50, '50 lines');
     const summary = await p.drain();
@@ -200,7 +200,7 @@ describe('pipeline termination message', () => {
       return false;
     };
     await writeFile(t.log, lines(0, 40));
-    const p = new Pipeline(t.config);
+    const p = new SidecarPipeline(t.config);
     await p.start();
     await waitUntil(() => t.srv.accepted.length >= 40, '40 lines');
     // The snapshot a SIGKILL would leave behind.

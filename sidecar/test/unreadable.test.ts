@@ -3,7 +3,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { exitCodeOf, forcedExitCode, INCOMPLETE_EXIT_CODE, outcomeOf } from '../outcome.ts';
 import { Pipeline } from '../pipeline.ts';
-import { cri, testConfig, tmpDir } from './helpers.ts';
+import { cri, testConfig, tmpDir } from '../../test/support/sidecar-helpers.ts';
 import { NdjsonReceiver } from '../../test/support/ndjson-receiver.ts';
 
 // Running as root, mode 000 is still readable: the open failure is injected

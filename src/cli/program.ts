@@ -91,6 +91,7 @@ export function program(): Command {
     .option('--cert-interval-seconds <s>', 'how often the certificate Secret is checked', '30')
     .option('--cabundle-interval-seconds <s>', 'how often the caBundle is checked', '30')
     .option('--timeout-seconds <s>', "the webhook configuration's timeoutSeconds (1-30): request, connection and keep-alive timeouts and the connection cap follow from it", '10')
+    .option('--shutdown-delay-seconds <s>', 'after SIGTERM, keep serving (not ready) this long before closing, so the API server stops sending reviews first (0-60)', '0')
     .action(async (flags) => {
       const options = webhookOptions(flags as WebhookFlags);
       const { runWebhook } = await import('../webhook/run.ts');

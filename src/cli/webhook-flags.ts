@@ -29,6 +29,7 @@ export interface WebhookFlags {
   certIntervalSeconds?: string;
   cabundleIntervalSeconds?: string;
   timeoutSeconds?: string;
+  shutdownDelaySeconds?: string;
 }
 
 const list = (s: string | undefined) => (s ? s.split(',').map((x) => x.trim()).filter(Boolean) : []);
@@ -62,6 +63,8 @@ export function webhookOptions(flags: WebhookFlags): WebhookOptions {
   if (flags.standalone && flags.signingSecret) bad('--signing-secret needs a cluster: with --standalone, use --signing-key-file');
   const timeoutSeconds = Number(flags.timeoutSeconds ?? 10);
   if (!Number.isInteger(timeoutSeconds) || timeoutSeconds < 1 || timeoutSeconds > 30) bad(`--timeout-seconds ${flags.timeoutSeconds}: expected 1-30, the webhook configuration's timeoutSeconds`);
+  const shutdownDelaySeconds = Number(flags.shutdownDelaySeconds ?? 0);
+  if (!Number.isInteger(shutdownDelaySeconds) || shutdownDelaySeconds < 0 || shutdownDelaySeconds > 60) bad(`--shutdown-delay-seconds ${flags.shutdownDelaySeconds}: expected 0-60`);
   return {
     config,
     host: flags.host,
@@ -88,5 +91,6 @@ export function webhookOptions(flags: WebhookFlags): WebhookOptions {
     certIntervalMs: millis('cert-interval-seconds', flags.certIntervalSeconds),
     caBundleIntervalMs: millis('cabundle-interval-seconds', flags.cabundleIntervalSeconds),
     timeoutSeconds,
+    shutdownDelayMs: shutdownDelaySeconds * 1000,
   };
 }

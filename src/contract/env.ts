@@ -46,7 +46,8 @@ export const ENV = {
   SINK: spec({ name: 'JOBHARVEST_SINK', source: 'settings', default: 'stdout', description: 'Sink type: http, loki, elasticsearch, otlp, syslog, forward, stdout.' }),
   ENDPOINT: spec({ name: 'JOBHARVEST_ENDPOINT', source: 'settings', description: 'Sink endpoint URL (http/https/tcp/tls). Required for every sink but stdout.' }),
   HEADERS: spec({ name: 'JOBHARVEST_HEADERS', source: 'settings', description: 'Extra request headers as comma-separated name=value pairs (not for secrets).' }),
-  GZIP: spec({ name: 'JOBHARVEST_GZIP', source: 'settings', default: 'true', description: 'Compress request bodies with gzip where the sink supports it.' }),
+  COMPRESSION: spec({ name: 'JOBHARVEST_COMPRESSION', source: 'settings', description: 'Request body codec: `gzip` (the default, at JOBHARVEST_GZIP_LEVEL), `zstd` (level 1; otlp and http sinks, falling back to gzip when the server refuses it) or `none`. A sink that does not take the codec uses gzip (loki, elasticsearch, forward) or nothing (syslog, stdout).' }),
+  GZIP: spec({ name: 'JOBHARVEST_GZIP', source: 'settings', default: 'true', description: 'Older switch, read only when JOBHARVEST_COMPRESSION is unset: `false` means `none`.' }),
   TLS_CA_FILE: spec({ name: 'JOBHARVEST_TLS_CA_FILE', source: 'settings', description: 'PEM file of CAs trusted for the sink endpoint.' }),
   TLS_CERT_FILE: spec({ name: 'JOBHARVEST_TLS_CERT_FILE', source: 'settings', description: 'PEM client certificate for mutual TLS.' }),
   TLS_KEY_FILE: spec({ name: 'JOBHARVEST_TLS_KEY_FILE', source: 'settings', description: 'PEM client key for mutual TLS.' }),
@@ -85,7 +86,7 @@ export const ENV = {
   SYSLOG_PROTOCOL: spec({ name: 'JOBHARVEST_SYSLOG_PROTOCOL', source: 'settings', default: 'octet-counting', description: 'syslog sink: `octet-counting` (RFC 6587 framing over the tcp:// or tls:// endpoint; no acknowledgements) or `relp` (RELP; the receiver acknowledges every message).' }),
   SYSLOG_FACILITY: spec({ name: 'JOBHARVEST_SYSLOG_FACILITY', source: 'settings', default: 'user', description: 'syslog sink: facility, by name (kern, user, daemon, local0..local7, ...) or number 0-23.' }),
   SYSLOG_SD_ID: spec({ name: 'JOBHARVEST_SYSLOG_SD_ID', source: 'settings', default: 'k8s@32473', description: 'syslog sink: SD-ID of the structured-data element carrying the Kubernetes metadata (name@<private enterprise number>).' }),
-  FORWARD_MODE: spec({ name: 'JOBHARVEST_FORWARD_MODE', source: 'settings', default: 'packed-forward', description: 'forward sink: `packed-forward` (entries as one msgpack stream, gzip-compressed when JOBHARVEST_GZIP is on) or `forward` (entries as a msgpack array).' }),
+  FORWARD_MODE: spec({ name: 'JOBHARVEST_FORWARD_MODE', source: 'settings', default: 'packed-forward', description: 'forward sink: `packed-forward` (entries as one msgpack stream, gzip-compressed unless JOBHARVEST_COMPRESSION is none) or `forward` (entries as a msgpack array).' }),
 
   // --- record shaping (all off by default) ---------------------------------------
   MULTILINE: spec({ name: 'JOBHARVEST_MULTILINE', source: 'settings', default: '', description: 'Join consecutive lines of one container stream into one record: a comma-separated list of built-in rules (python, java, go, nodejs). Empty turns joining off unless JOBHARVEST_MULTILINE_START is set.' }),

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { JSON_ORIGINAL, SINKS } from '../contract/env.ts';
+import { CODECS } from '../contract/codec.ts';
 import { ERROR_CODES, JobharvestError } from './errors.ts';
 import { parse, QUERY_TYPES } from './annotations.ts';
 import { headerListProblem } from '../contract/values.ts';
@@ -31,7 +32,9 @@ const sinkSchema = z
     authSecret: z.string().optional(),
     tlsSecret: z.string().optional(),
     headers: z.string().optional(),
+    // The older switch: false turns compression gzip into none.
     gzip: z.boolean().default(true),
+    compression: z.enum(CODECS).default('gzip'),
     esIndex: z.string().optional(),
     otlpEncoding: z.enum(['protobuf', 'json']).optional(),
     lokiTenant: z.string().optional(),
@@ -55,7 +58,7 @@ export const SYSTEM_NAMESPACES = ['kube-system', 'kube-public', 'kube-node-lease
 const configSchema = z
   .object({
     mode: z.enum(['node', 'api', 'auto']).default('auto'),
-    sink: sinkSchema.default({ type: 'stdout', gzip: true }),
+    sink: sinkSchema.default({ type: 'stdout', gzip: true, compression: 'gzip' }),
     ttlSecondsAfterFinished: positiveInt.default(3600),
     maxTtlSecondsAfterFinished: positiveInt.nullable().default(null),
     drainSeconds: z.number().int().min(1).max(3600).default(25),
@@ -85,7 +88,7 @@ const configSchema = z
       .prefault({}),
     sidecar: z
       .object({
-        image: z.string().default('jobharvest:0.1.0'),
+        image: z.string().default('jobharvest:0.2.0'),
         imagePullPolicy: z.enum(['Always', 'IfNotPresent', 'Never']).default('IfNotPresent'),
         // V8's default young generation alone would exceed the sidecar's memory
         // limit on a large node; the live heap is under 20 MiB. 4 MiB semi-spaces

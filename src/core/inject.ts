@@ -1,4 +1,5 @@
 import { ENV, NAMES, SUBPATH_EXPR, type EnvVarSpec, type SourceMode } from '../contract/env.ts';
+import { codecFor, configuredCodec } from '../contract/codec.ts';
 import { serviceLinkCanSet } from '../contract/service-links.ts';
 import type { InjectionStatus } from '../contract/harvest.ts';
 import { VERSION } from '../contract/version.ts';
@@ -372,7 +373,10 @@ function sidecarEnv(s: Settings, mode: SourceMode, config: Config): Obj[] {
   const vl = HEADER_SINKS.has(s.sink) ? vlTenantHeaders(s) : undefined;
   const headers = [config.sink.headers, ...Object.entries(vl ?? {}).map(([k, v]) => `${k}=${v}`)].filter(Boolean).join(',');
   if (headers) env.push({ name: ENV.HEADERS.name, value: headers });
-  if (!config.sink.gzip) env.push({ name: ENV.GZIP.name, value: 'false' });
+  // Only a codec the sidecar would not choose by itself is rendered, so the
+  // default pod spec stays as it was.
+  const codec = codecFor(s.sink, configuredCodec(config.sink.compression, config.sink.gzip) ?? 'gzip').codec;
+  if (codec !== codecFor(s.sink, 'gzip').codec) env.push({ name: ENV.COMPRESSION.name, value: codec });
   if (s.tlsSecret) {
     env.push({ name: ENV.TLS_CA_FILE.name, value: `${NAMES.tlsMountPath}/ca.crt` });
     env.push({ name: ENV.TLS_CERT_FILE.name, value: `${NAMES.tlsMountPath}/tls.crt` });

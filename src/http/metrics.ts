@@ -1,4 +1,5 @@
 import { Counter, Histogram, Registry, Gauge, collectDefaultMetrics } from 'prom-client';
+import { ERROR_CODES } from '../core/errors.ts';
 
 /**
  * Label values come only from these fixed sets, never straight from a request:
@@ -14,6 +15,15 @@ export function operationLabel(op: unknown): string {
 /** Only batch/v1 Jobs are registered with the webhook; anything else is one bucket. */
 export function kindLabel(kind: { group?: unknown; kind?: unknown } | undefined): string {
   return kind?.group === 'batch' && kind.kind === 'Job' ? 'Job' : 'other';
+}
+
+/**
+ * The API server's gitVersion as a label value. It is read once at start, so
+ * it makes one series per process; the cap only keeps an odd build string from
+ * filling the exposition.
+ */
+export function kubernetesVersionLabel(gitVersion: string): string {
+  return gitVersion.slice(0, 64);
 }
 
 /**
@@ -47,6 +57,9 @@ export function createMetrics(opts: { defaultMetrics?: boolean } = {}) {
     labelNames: ['code'] as const,
     registers: [registry],
   });
+  // At 0 from the start: an alert's increase() then sees the first error,
+  // which a series born at 1 would hide.
+  for (const code of [ERROR_CODES.INTERNAL, ERROR_CODES.PATCH_FAILED]) errors.labels({ code }).inc(0);
   const badRequests = new Counter({
     name: 'jobharvest_bad_requests_total',
     help: 'Requests answered with HTTP 400 because they were not a usable AdmissionReview.',
@@ -62,7 +75,10 @@ export function createMetrics(opts: { defaultMetrics?: boolean } = {}) {
     help: 'Time to answer one AdmissionReview, from parsed body to response.',
     // Sub-millisecond buckets: a healthy answer takes well under 1 ms, and the
     // API server's timeout is seconds away, so the interesting range is small.
-    buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 2.5],
+    // 5 and 10 reach the timeout's half for every timeoutSeconds (at most 10),
+    // so the chart's latency alert (p99 above half the timeout) can fire:
+    // histogram_quantile never answers above the highest finite bucket.
+    buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 2.5, 5, 10],
     registers: [registry],
   });
   const certExpiry = new Gauge({
@@ -81,8 +97,19 @@ export function createMetrics(opts: { defaultMetrics?: boolean } = {}) {
     labelNames: ['trigger', 'result'] as const,
     registers: [registry],
   });
+  const kubernetesSupported = new Gauge({
+    name: 'jobharvest_webhook_kubernetes_supported',
+    help: '1 when the API server\'s release (label version, its /version gitVersion, read at start) is one jobharvest supports (see MIN_KUBERNETES), 0 when it is older. Absent when /version could not be read.',
+    labelNames: ['version'] as const,
+    registers: [registry],
+  });
   const ready = new Gauge({ name: 'jobharvest_ready', help: '1 when /readyz answers ready.', registers: [registry] });
-  return { registry, requests, injected, skipped, errors, badRequests, warnings, latency, ready, certExpiry, caBundleMismatch, namespaceLiveReads };
+  const signingKey = new Gauge({
+    name: 'jobharvest_signing_key_loaded',
+    help: '1 when injections are signed; 0: no signing key, so the harvester verifies none of them and harvests none.',
+    registers: [registry],
+  });
+  return { registry, requests, injected, skipped, errors, badRequests, warnings, latency, ready, certExpiry, caBundleMismatch, namespaceLiveReads, kubernetesSupported, signingKey };
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;

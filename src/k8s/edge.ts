@@ -2,7 +2,7 @@ import { AdmissionregistrationV1Api, CoreV1Api, RbacAuthorizationV1Api, VersionA
 import type { ReviewDeps } from '../core/admission.ts';
 import type { Config } from '../core/config.ts';
 import { keyId } from '../contract/signature.ts';
-import { parseServerVersion, supportsNativeSidecars, type ServerVersion } from '../core/server-version.ts';
+import { isSupportedKubernetes, kubernetesSupportMessage, parseServerVersion, type ServerVersion } from '../core/server-version.ts';
 import { generateBundle } from '../tls/generate.ts';
 import { watchFilePair, type FilePair } from '../tls/file-source.ts';
 import { secondsUntilExpiry } from '../tls/inspect.ts';
@@ -56,6 +56,12 @@ export interface EdgeOptions {
   log: Log;
   onCertExpiry?: (seconds: number) => void;
   onCaBundle?: (matches: boolean) => void;
+  /**
+   * The API server's release (its /version gitVersion) and whether it is at
+   * least MIN_KUBERNETES, read once at start; not called when /version
+   * cannot be read.
+   */
+  onKubernetesSupport?: (gitVersion: string, supported: boolean) => void;
   /** Each live read of a namespace an admission waited for (see namespace-live.ts). */
   onNamespaceLiveRead?: (trigger: LiveReadTrigger, result: LiveReadResult) => void;
 }
@@ -79,7 +85,7 @@ export async function startEdge(opts: EdgeOptions): Promise<Edge | undefined> {
 export async function startEdgeWith(kc: KubeConfig, opts: EdgeOptions): Promise<Edge> {
   const { log } = opts;
   const stops: Array<() => void | Promise<void>> = [];
-  const version = await serverVersion(kc, log);
+  const version = await serverVersion(kc, log, opts.onKubernetesSupport);
 
   const webhookSubject = opts.harvesterServiceAccount ? { serviceAccount: opts.harvesterServiceAccount, namespace: opts.namespace } : undefined;
   const rbac =
@@ -212,12 +218,15 @@ export async function startEdgeWith(kc: KubeConfig, opts: EdgeOptions): Promise<
   };
 }
 
-async function serverVersion(kc: KubeConfig, log: Log): Promise<ServerVersion | undefined> {
+async function serverVersion(kc: KubeConfig, log: Log, onSupport?: EdgeOptions['onKubernetesSupport']): Promise<ServerVersion | undefined> {
   try {
     const v = await kc.makeApiClient(VersionApi).getCode();
     const parsed = parseServerVersion(v);
-    if (parsed && !supportsNativeSidecars(parsed)) {
-      log('warn', `Kubernetes ${v.gitVersion} has no native sidecars (needs 1.29+): every Job will be admitted without the log sidecar`);
+    if (parsed) {
+      const gitVersion = v.gitVersion || `v${parsed.major}.${parsed.minor}`;
+      const supported = isSupportedKubernetes(parsed);
+      log(supported ? 'info' : 'warn', kubernetesSupportMessage(gitVersion, parsed), { kubernetesVersion: gitVersion, supported });
+      onSupport?.(gitVersion, supported);
     }
     return parsed;
   } catch (err) {

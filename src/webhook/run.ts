@@ -2,7 +2,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import { keyFromText } from '../contract/signature.ts';
 import { build } from '../http/app.ts';
-import { createMetrics } from '../http/metrics.ts';
+import { createMetrics, kubernetesVersionLabel } from '../http/metrics.ts';
 import { earlyLog, webhookLogger } from '../http/logging.ts';
 import { generateBundle } from '../tls/generate.ts';
 import { ERROR_CODES, JobharvestError } from '../core/errors.ts';
@@ -41,6 +41,13 @@ export interface WebhookOptions {
   caBundleIntervalMs: number | undefined;
   /** The webhook configuration's timeoutSeconds: the HTTP server's timeouts and connection cap follow from it. */
   timeoutSeconds: number;
+  /**
+   * After SIGTERM, how long the webhook keeps answering reviews (while /readyz
+   * says not ready) before it stops listening: the API server learns that the
+   * pod is going from its endpoints, later than the kubelet sends the signal,
+   * and a review sent to a closed port lets a Job through without the sidecar.
+   */
+  shutdownDelayMs: number;
 }
 
 export const SERVICE_ACCOUNT_TOKEN = '/var/run/secrets/kubernetes.io/serviceaccount/token';
@@ -92,6 +99,7 @@ export async function runWebhook(flags: WebhookOptions): Promise<void> {
       log: early,
       onCertExpiry: (s) => metrics.certExpiry.set(s),
       onCaBundle: (ok) => metrics.caBundleMismatch.set(ok ? 0 : 1),
+      onKubernetesSupport: (version, supported) => metrics.kubernetesSupported.set({ version: kubernetesVersionLabel(version) }, supported ? 1 : 0),
       onNamespaceLiveRead: (trigger, result) => metrics.namespaceLiveReads.inc({ trigger, result }),
     });
     // Without a cluster every namespace not excluded counts as opted in: in a
@@ -117,7 +125,11 @@ export async function runWebhook(flags: WebhookOptions): Promise<void> {
     deps = { config, namespace: () => undefined, serverVersion: () => undefined, assumeOptedIn: true, signingKey };
   }
 
-  const app: FastifyInstance = build({ deps, tls, logger, metrics, timeoutSeconds: flags.timeoutSeconds, ...(edge ? { readiness: edge.readiness } : {}) });
+  // Known once the edge has read or created the Secret: from here on it never changes.
+  metrics.signingKey.set(deps.signingKey ? 1 : 0);
+  let closing = false;
+  const readiness = () => (closing ? { ready: false, reason: 'shutting down' } : edge ? edge.readiness() : { ready: true });
+  const app: FastifyInstance = build({ deps, tls, logger, metrics, timeoutSeconds: flags.timeoutSeconds, readiness });
   edge?.onTls((p) => {
     // New handshakes get the new certificate; open connections keep theirs.
     (app.server as unknown as import("node:tls").Server).setSecureContext({ cert: p.cert, key: p.key, minVersion: 'TLSv1.2' });
@@ -128,12 +140,14 @@ export async function runWebhook(flags: WebhookOptions): Promise<void> {
   const bound = typeof addr === 'object' && addr ? addr.port : port;
   app.log.info({ url: `https://${flags.host}:${bound}/mutate`, standalone: !edge, caOut: flags.caOut }, 'webhook listening');
 
-  let closing = false;
   const shutdown = (signal: string) => {
     if (closing) return;
     closing = true;
-    app.log.info({ signal }, 'shutting down: finishing in-flight requests');
-    void Promise.allSettled([app.close(), edge?.stop()]).then(() => process.exit(0));
+    app.log.info({ signal, delayMs: flags.shutdownDelayMs }, 'shutting down: not ready, still serving until the delay is over');
+    setTimeout(() => {
+      app.log.info('shutting down: finishing in-flight requests');
+      void Promise.allSettled([app.close(), edge?.stop()]).then(() => process.exit(0));
+    }, flags.shutdownDelayMs);
   };
   process.once('SIGTERM', () => shutdown('SIGTERM'));
   process.once('SIGINT', () => shutdown('SIGINT'));

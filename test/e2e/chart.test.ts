@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SINKS } from '../../src/contract/env.ts';
+import { MIN_KUBERNETES } from '../../src/contract/kubernetes.ts';
 import { defaultConfig, parseConfig, type Config } from '../../src/core/config.ts';
 import { CHART_DIR, loopbackWebhooks, one, render, runHelm, template, type K8sObject } from '../harness/chart/helm.ts';
 import { useCluster } from '../harness/cluster/client.ts';
@@ -168,10 +169,15 @@ describe('values.schema.json', () => {
     expect(listed.stderr).toContain('tenants: namespace shared is listed by both team-a and team-b');
   });
 
-  it('refuses a Kubernetes release without native sidecars', async () => {
-    const run = await template(helm, { ...base, extraArgs: ['--kube-version', '1.28.9'] });
-    expect(run.code).not.toBe(0);
-    expect(run.stderr).toMatch(/kubeVersion|Kubernetes version/i);
+  it('refuses a Kubernetes release older than the oldest supported one, saying which it requires, and installs on that one', async () => {
+    const oldest = `${MIN_KUBERNETES.major}.${MIN_KUBERNETES.minor}`;
+    const below = `${MIN_KUBERNETES.major}.${MIN_KUBERNETES.minor - 1}.9`;
+    for (const version of [below, '1.28.9']) {
+      const run = await template(helm, { ...base, extraArgs: ['--kube-version', version] });
+      expect(run.code).not.toBe(0);
+      expect(run.stderr).toContain(`chart requires kubeVersion: >=${oldest}.0-0 which is incompatible with Kubernetes v${version}`);
+    }
+    expect((await template(helm, { ...base, extraArgs: ['--kube-version', `${oldest}.0`] })).code).toBe(0);
   });
 });
 
@@ -185,6 +191,7 @@ const fullValues = {
     authSecret: 'es-credentials',
     tlsSecret: 'es-tls',
     headers: 'X-Team=data,X-Env=prod',
+    compression: 'none' as const,
     gzip: false,
     esIndex: 'logs-jobs',
     otlpEncoding: 'json',
@@ -342,7 +349,8 @@ describe('the rendered objects', () => {
     expect(argsOf(objects)).toContain(`--timeout-seconds=${hook.timeoutSeconds}`);
     expect(webhookDeployment(objects).spec!.template.spec!.containers[0]!.env).toContainEqual({ name: 'NODE_OPTIONS', value: '--max-semi-space-size=4' });
 
-    const svc = one<{ spec: { ports: Array<{ port: number; targetPort: string }>; selector: Record<string, string> } }>(objects, 'Service');
+    // The webhook's Service (the harvester's metrics Service is the other one).
+    const svc = one<{ spec: { ports: Array<{ port: number; targetPort: string }>; selector: Record<string, string> } }>(objects, 'Service', 'jh-jobharvest');
     expect(hook.clientConfig.service).toEqual({ name: svc.metadata.name, namespace: 'jobharvest', path: '/mutate', port: svc.spec.ports[0]!.port });
     const dep = webhookDeployment(objects);
     expect(dep.spec!.template.metadata!.labels).toMatchObject(svc.spec.selector);
@@ -401,6 +409,20 @@ describe('the rendered objects', () => {
     const pdb = one<{ spec: { minAvailable: number; selector: { matchLabels: Record<string, string> } } }>(objects, 'PodDisruptionBudget');
     expect(pdb.spec.minAvailable).toBe(1);
     expect(dep.spec!.template.metadata!.labels).toMatchObject(pdb.spec.selector.matchLabels);
+  });
+
+  it('keeps a replica serving through a rollout by default: surge first, minReadySeconds, a shutdown delay the grace period covers', async () => {
+    const objects = await render(helm, { release: 'jh', namespace: 'jobharvest' });
+    const dep = webhookDeployment(objects);
+    expect(dep.spec!.replicas).toBe(2);
+    expect(dep.spec!.strategy).toEqual({ type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } });
+    expect(dep.spec!.minReadySeconds).toBe(5);
+    expect(argsOf(objects)).toContain('--shutdown-delay-seconds=5');
+    const hook = one<V1MutatingWebhookConfiguration>(objects, 'MutatingWebhookConfiguration').webhooks![0]!;
+    expect(dep.spec!.template.spec!.terminationGracePeriodSeconds).toBeGreaterThanOrEqual(5 + hook.timeoutSeconds!);
+    const short = await runHelm(helm, ['template', 'jh', CHART_DIR, '-n', 'jobharvest', '--set', 'webhook.terminationGracePeriodSeconds=8']);
+    expect(short.code).not.toBe(0);
+    expect(short.stderr).toMatch(/terminationGracePeriodSeconds must be at least webhook.shutdownDelaySeconds \+ webhook.timeoutSeconds/);
   });
 
   it('renders no signing key: two renders are identical, the webhook creates the key, and signing.existingSecret is mounted instead', async () => {
@@ -502,8 +524,8 @@ describe('the rendered objects', () => {
     expect((configOf(apart).raw.sidecar as { image: string }).image).toBe('jobharvest:other');
     const own = `sha256:${'cd'.repeat(32)}`;
     const ownDigest = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { sidecar: { image: { repository: 'sidecar', digest: own } } } });
-    expect((configOf(ownDigest).raw.sidecar as { image: string }).image).toBe(`sidecar:0.1.0@${own}`);
-    expect(webhookDeployment(ownDigest).spec!.template.spec!.containers[0]!.image).toBe('jobharvest:0.1.0');
+    expect((configOf(ownDigest).raw.sidecar as { image: string }).image).toBe(`sidecar:0.2.0@${own}`);
+    expect(webhookDeployment(ownDigest).spec!.template.spec!.containers[0]!.image).toBe('jobharvest:0.2.0');
   });
 
   it('has no PodDisruptionBudget for a single replica (it would block every drain)', async () => {
@@ -614,6 +636,17 @@ describe('the rendered objects', () => {
     ]);
     const vols = harvesterDeployment(objects).spec!.template.spec!.volumes!.map((v) => [v.name, v.secret?.secretName ?? v.configMap?.name]);
     expect(vols).toEqual(expect.arrayContaining([['dest-sink-auth', 'loki-creds'], ['dest-eu-tls', 'eu-ca'], ['destinations', 'jh-jobharvest-harvester']]));
+  });
+
+  it("gives the harvester the chart sink's codec, as the sidecars get it", async () => {
+    const dests = async (sink: Record<string, unknown>) => {
+      const objects = await render(helm, { release: 'jh', namespace: 'jobharvest', values: { sink: { type: 'otlp', endpoint: 'http://collector.logging:4318', ...sink } } });
+      const cm = one<{ data: Record<string, string> }>(objects, 'ConfigMap', 'jh-jobharvest-harvester');
+      return (JSON.parse(cm.data['destinations.json']!) as Array<{ compression?: string }>)[0]!.compression;
+    };
+    expect(await dests({})).toBeUndefined();
+    expect(await dests({ compression: 'zstd' })).toBe('zstd');
+    expect(await dests({ gzip: false })).toBe('none');
   });
 
   it('harvester egress: DNS, the API server and the destinations only, no ingress; refused without the API server', async () => {

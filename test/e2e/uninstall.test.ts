@@ -128,9 +128,12 @@ async function startPrograms(objects: K8sObject[]): Promise<void> {
   const harvesterPod = one<V1Deployment>(objects, 'Deployment', `${FULLNAME}-harvester`).spec!.template.spec!;
   const [hscript, ...hargs] = harvesterPod.containers[0]!.args!;
   expect(hscript).toBe('/app/harvester.mjs');
+  const metricsPort = await freePort();
   const harvesterArgs = hargs.map((a) =>
     a
       .replace(/^--signing-key-file=.*$/, `--signing-key-file=${join(dir, 'key')}`)
+      // The pod's metrics port, at a free one on this shared machine.
+      .replace(/^--metrics-port=.*$/, `--metrics-port=${metricsPort}`)
       .replace(/^--destinations-file=.*$/, `--destinations-file=${join(dir, 'destinations.json')}`)
       // The webhook's configuration, which the chart mounts into the harvester's pod too.
       .replace(/^--config=.*$/, `--config=${configPath}`),

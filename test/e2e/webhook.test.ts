@@ -96,7 +96,7 @@ describe('injection through the API server', () => {
       expect(hasSidecar(j)).toBe(true);
       expect(j.spec?.template.spec?.initContainers?.[0]?.restartPolicy).toBe('Always');
       expect(j.spec?.ttlSecondsAfterFinished).toBe(3600);
-      expect(j.metadata?.annotations?.['jobharvest.io/status']).toMatch(/"version":"0\.1\.0"/);
+      expect(j.metadata?.annotations?.['jobharvest.io/status']).toMatch(/"version":"0\.2\.0"/);
     }
     expect(stored.spec?.template.spec?.containers).toHaveLength(1);
     expect(stored.spec?.template.metadata?.annotations?.['kubectl.kubernetes.io/default-container']).toBe('main');

@@ -18,16 +18,23 @@ interface Case {
   sink: SinkType;
   endpoint: () => string;
   settings?: Partial<Record<EnvKey, string>>;
+  /** The codec the sidecar starts with, and whether the server makes it fall back to gzip. */
+  codec?: 'zstd';
+  refused?: boolean;
 }
 
 describe('sidecar ships every line to a real VictoriaLogs, with its metadata', () => {
   let vl: VictoriaLogs;
   let collector: OtelCollector;
+  /** A collector whose receiver decodes gzip only: it answers a zstd body 400. */
+  let gzipOnly: OtelCollector;
   beforeAll(async () => {
     vl = await VictoriaLogs.start();
     collector = await OtelCollector.start(vl.endpoints.otlp);
+    gzipOnly = await OtelCollector.start(vl.endpoints.otlp, { compressionAlgorithms: ['gzip'] });
   });
   afterAll(async () => {
+    await gzipOnly?.dispose();
     await collector?.dispose();
     await vl?.dispose();
   });
@@ -41,6 +48,12 @@ describe('sidecar ships every line to a real VictoriaLogs, with its metadata', (
     { name: 'otlp-json', sink: 'otlp', endpoint: () => collector.logsUrl, settings: { OTLP_ENCODING: 'json' } },
     // The protobuf the sidecar writes itself, decoded by the collector's own (strict) Go decoder.
     { name: 'otlp-protobuf-collector', sink: 'otlp', endpoint: () => collector.logsUrl, settings: { OTLP_ENCODING: 'protobuf' } },
+    // zstd bodies, decoded by each server's own zstd reader.
+    { name: 'http-zstd', sink: 'http', endpoint: () => vl.endpoints.jsonline, settings: { HEADERS: DOCUMENT_HEADERS, COMPRESSION: 'zstd' }, codec: 'zstd' },
+    { name: 'otlp-zstd', sink: 'otlp', endpoint: () => vl.endpoints.otlp, settings: { COMPRESSION: 'zstd' }, codec: 'zstd' },
+    { name: 'otlp-zstd-collector', sink: 'otlp', endpoint: () => collector.logsUrl, settings: { COMPRESSION: 'zstd' }, codec: 'zstd' },
+    // A server that does not take zstd: the first batch goes again as gzip, and every later one as gzip.
+    { name: 'otlp-zstd-refused', sink: 'otlp', endpoint: () => gzipOnly.logsUrl, settings: { COMPRESSION: 'zstd' }, codec: 'zstd', refused: true },
   ];
 
   for (const c of cases) {
@@ -54,7 +67,8 @@ describe('sidecar ships every line to a real VictoriaLogs, with its metadata', (
         // The sidecar's own container: never shipped (no feedback loop).
         pod.writeLines('jobharvest', 10);
         const sidecar = pod.startSidecar(c.sink, c.endpoint(), { BATCH_MAX_WAIT_MS: '200', ...c.settings });
-        await sidecar.waitForLog('sidecar started');
+        const started = await sidecar.waitForLog('sidecar started');
+        expect(started.compression).toBe(c.codec ?? 'gzip');
         const { long, longTs, probe, probeTs } = pod.writeCountWorkload();
         const expected = pod.written(['jobharvest']);
         expect(expected).toBe(50 + 300 + 100 + 1 + 100 + 1);
@@ -71,6 +85,11 @@ describe('sidecar ships every line to a real VictoriaLogs, with its metadata', (
         expect(summaryNumber(exit.summary, 'lines_shipped')).toBe(expected);
         expect(summaryNumber(exit.summary, 'lines_unsent')).toBe(0);
         expect(summaryNumber(exit.summary, 'lines_dead_lettered')).toBe(0);
+        if (c.codec) {
+          const fallbacks = sidecar.logEntries().filter((e) => e.msg === 'the log server does not take zstd; falling back to gzip');
+          expect(fallbacks.length, sidecar.tail()).toBe(c.refused ? 1 : 0);
+          if (c.refused) expect(fallbacks[0]!.status).toBe(400);
+        }
 
         // Metadata: every record carries the pod's identity.
         const identity = [exact(f.namespace, id.namespace), exact(f.pod, id.pod), exact(f.job, id.job!), exact(f.node, id.node!)].join(' ');

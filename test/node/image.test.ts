@@ -68,7 +68,7 @@ describeBuild('the image, built for amd64 and arm64 as the README says', () => {
     const ip = randomLoopback();
     registry = await startRegistry(join(dir, 'registry'), { dnsNames: [REGISTRY], ips: [ip] });
     regName = await nameRegistry(dir, REGISTRY, registry, ip);
-    ref = `${registry.address}/jobharvest:0.1.0`;
+    ref = `${registry.address}/jobharvest:0.2.0`;
     const t0 = Date.now();
     const standIns = await buildStandIns();
     for (const n of [1, 2]) builders.push(await builderEnv(join(dir, `builder-${n}`), registry, { 'docker.io': 'docker.io', 'gcr.io': 'gcr.io' }));
@@ -178,7 +178,7 @@ describeBuild('the image, built for amd64 and arm64 as the README says', () => {
       expect(config.config.Cmd).toEqual(execForm(stage, 'CMD'));
       expect(config.config.Labels).toMatchObject({
         'org.opencontainers.image.title': 'jobharvest',
-        'org.opencontainers.image.version': '0.1.0',
+        'org.opencontainers.image.version': '0.2.0',
         'org.opencontainers.image.licenses': 'Apache-2.0',
       });
       expect(config.config.Labels['org.opencontainers.image.description']).toMatch(/^Kubernetes admission webhook/);

@@ -26,45 +26,30 @@ import { promisify } from 'node:util';
 import type { V1Job, V1MutatingWebhookConfigurationList, V1Pod, V1PodList } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT } from '../harness/chart/dockerfile.ts';
-import { DEFAULT_CONTROLLERS, startCluster, type Cluster } from '../harness/cluster/harness.ts';
+import { startCluster, type Cluster } from '../harness/cluster/harness.ts';
 import { builderEnv, inNameNamespace, nameRegistry, pushStandIns, randomLoopback, startRegistry, type LocalRegistry, type RegistryName } from '../harness/image/registry.ts';
 import { buildStandIns } from '../harness/image/standins.ts';
 import { BUSYBOX_IMAGE } from '../harness/node/images.ts';
 import { NODE_BIN, startNode, type RealNode } from '../harness/node/node.ts';
 import { exact, VictoriaLogs } from '../harness/servers/victorialogs.ts';
 import { asFolderInstall, containerdName, parseQuickStart, readmeText, runInBash, type CommandRun } from './quickstart-readme.ts';
-import { describeRealNode } from './support.ts';
+import { CHART_CONTROLLERS, describeRealNode } from './support.ts';
 
 const run = promisify(execFile);
 
 /** Lines the README's Job writes, and that step 6 promises to print. */
 const LINES = ['line 1', 'line 2', 'line 3'];
 
-/**
- * Controllers a real cluster runs that the chart's install needs: Deployments
- * and their ReplicaSets for the webhook, EndpointSlices for the API server's
- * endpoint routing and kube-proxy, and the disruption controller, without
- * which `helm install --wait` never sees the PodDisruptionBudget current.
- */
-const CONTROLLERS = [
-  ...DEFAULT_CONTROLLERS,
-  'node-lifecycle-controller',
-  'deployment-controller',
-  'replicaset-controller',
-  'endpointslice-controller',
-  'disruption-controller',
-];
-
 describe('the README quick start, as the test reads it', () => {
   it('has the image block, the log server settings and the commands of steps 1 to 6', () => {
     const qs = parseQuickStart(readmeText());
-    expect(qs.image).toBe('registry.example.com/jobharvest:0.1.0');
+    expect(qs.image).toBe('registry.example.com/jobharvest:0.2.0');
     expect(qs.settings.map((s) => s.name)).toContain('LOG_ENDPOINT');
     const install = qs.commands.find((c) => c.startsWith('helm install '));
-    expect(install).toMatch(/ oci:\/\/registry\.example\.com\/charts\/jobharvest --version 0\.1\.0 /);
+    expect(install).toMatch(/ oci:\/\/registry\.example\.com\/charts\/jobharvest --version 0\.2\.0 /);
     // The folder's install is the same but for the chart's reference.
     expect(qs.folderInstall).toBe(asFolderInstall(install!, 'charts/jobharvest'));
-    expect(qs.commands.slice(0, 2)).toEqual(['helm package charts/jobharvest', 'helm push jobharvest-0.1.0.tgz oci://registry.example.com/charts']);
+    expect(qs.commands.slice(0, 2)).toEqual(['helm package charts/jobharvest', 'helm push jobharvest-0.2.0.tgz oci://registry.example.com/charts']);
     expect(qs.commands.find((c) => c.startsWith('kubectl jobharvest logs '))).toBeDefined();
   });
 });
@@ -79,7 +64,7 @@ describeRealNode('the README quick start on the real node', () => {
   let failed = false;
 
   beforeAll(async () => {
-    cluster = await startCluster({ controllers: CONTROLLERS, apiServerFlags: ['--enable-aggregator-routing=true'] });
+    cluster = await startCluster({ controllers: CHART_CONTROLLERS, apiServerFlags: ['--enable-aggregator-routing=true'] });
     node = await startNode({ cluster });
     vl = await VictoriaLogs.start();
     home = await mkdtemp(join(tmpdir(), 'jobharvest-quickstart-'));
@@ -112,7 +97,7 @@ describeRealNode('the README quick start on the real node', () => {
 });
 
 const REGISTRY = 'registry.example.com';
-const CHART_VERSION = '0.1.0';
+const CHART_VERSION = '0.2.0';
 
 async function runQuickStart(cluster: Cluster, node: RealNode, vl: VictoriaLogs, home: string, registry: LocalRegistry, regName: RegistryName): Promise<void> {
   const qs = parseQuickStart(readmeText());

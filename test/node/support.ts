@@ -1,25 +1,19 @@
-/**
- * The real-node suite's own: describe blocks that need the real node. The node
- * itself, the control plane and the product on them are in
- * test/support/node-env.ts, which bench/node/ shares.
- */
-import { describe, it } from 'vitest';
-import { unavailable } from '../support/node-env.ts';
+/** The real-node suite's describe block; it lives in test/support/ because the version matrix uses it too. */
+import { DEFAULT_CONTROLLERS } from '../harness/cluster/harness.ts';
+
+export { describeRealNode } from '../support/real-node.ts';
 
 /**
- * A describe block that needs the real node. Where it cannot run (not root,
- * binaries not built) it is skipped with the reason, except under CI=true,
- * where a suite that silently tests nothing would pass: there it fails.
+ * Controllers a real cluster runs that the chart's install needs: Deployments
+ * and their ReplicaSets for the webhook, EndpointSlices for the API server's
+ * endpoint routing and kube-proxy, and the disruption controller, without
+ * which `helm install --wait` never sees the PodDisruptionBudget current.
  */
-export function describeRealNode(title: string, body: () => void): void {
-  if (unavailable !== undefined && process.env.CI === 'true') {
-    describe(title, () => {
-      it('runs on a real node', () => {
-        throw new Error(`CI=true and the real-node suite cannot run here: ${unavailable}`);
-      });
-    });
-    return;
-  }
-  if (unavailable !== undefined) console.warn(`real-node suite skipped: ${unavailable}`);
-  describe.skipIf(unavailable !== undefined)(title, body);
-}
+export const CHART_CONTROLLERS = [
+  ...DEFAULT_CONTROLLERS,
+  'node-lifecycle-controller',
+  'deployment-controller',
+  'replicaset-controller',
+  'endpointslice-controller',
+  'disruption-controller',
+];

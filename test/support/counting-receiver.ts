@@ -1,7 +1,7 @@
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { createServer as createTcpServer, type Server as TcpServer, type Socket } from 'node:net';
-import type { Readable } from 'node:stream';
-import { createGunzip } from 'node:zlib';
+import type { Readable, Transform } from 'node:stream';
+import zlib, { createGunzip } from 'node:zlib';
 
 /** Counts newline-terminated records in a byte stream; nothing is kept. */
 export class LineCounter {
@@ -69,9 +69,16 @@ abstract class Counting {
   }
 }
 
+/** Node's zstd stream (experimental in Node 24, so looked up rather than imported by name). */
+function zstdDecompressor(): Transform {
+  const make = (zlib as unknown as { createZstdDecompress?: () => Transform }).createZstdDecompress;
+  if (!make) throw new Error('this Node.js has no zlib.createZstdDecompress');
+  return make();
+}
+
 /**
  * An HTTP endpoint that accepts any POST, counts the NDJSON records in it
- * (gzip undone on the fly) and answers 200: the cheapest possible sink, so a
+ * (gzip or zstd undone on the fly) and answers 200: the cheapest possible sink, so a
  * benchmark measures the sender, not the receiver.
  */
 export class CountingHttpReceiver extends Counting {
@@ -79,19 +86,34 @@ export class CountingHttpReceiver extends Counting {
     super();
   }
 
-  static async start(port = 0): Promise<CountingHttpReceiver> {
+  /** Decoded bodies kept for a benchmark's codec floor, up to `captureBytes` (start option). */
+  readonly captured: Buffer[] = [];
+  private capturedBytes = 0;
+
+  static async start(port = 0, opts: { captureBytes?: number } = {}): Promise<CountingHttpReceiver> {
     const server = createHttpServer({ keepAliveTimeout: 60_000 });
     const r = new CountingHttpReceiver(server);
+    const cap = opts.captureBytes ?? 0;
     server.on('request', (req, res) => {
       r.seen();
       const counter = new LineCounter();
       let wire = 0;
       req.on('data', (c: Buffer) => (wire += c.length));
-      const gz = /gzip/i.test(String(req.headers['content-encoding'] ?? ''));
-      const src: Readable = gz ? req.pipe(createGunzip()) : req;
-      src.on('data', (c: Buffer) => counter.push(c));
+      const encoding = String(req.headers['content-encoding'] ?? '');
+      const src: Readable = /gzip/i.test(encoding) ? req.pipe(createGunzip()) : /zstd/i.test(encoding) ? req.pipe(zstdDecompressor()) : req;
+      const body: Buffer[] = [];
+      const keep = r.capturedBytes < cap;
+      src.on('data', (c: Buffer) => {
+        counter.push(c);
+        if (keep) body.push(c);
+      });
       src.once('end', () => {
         counter.end();
+        if (keep) {
+          const b = Buffer.concat(body);
+          r.captured.push(b);
+          r.capturedBytes += b.length;
+        }
         r.add(counter, wire);
         res.statusCode = 200;
         res.end();

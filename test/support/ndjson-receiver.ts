@@ -1,7 +1,7 @@
 // A small NDJSON log server for tests: stores what its handler accepts.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { gunzipSync } from 'node:zlib';
+import zlib, { gunzipSync } from 'node:zlib';
 
 export interface Doc {
   message: string;
@@ -24,8 +24,9 @@ export class NdjsonReceiver {
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       this.requests++;
-      let body = Buffer.concat(chunks);
+      let body: Buffer = Buffer.concat(chunks);
       if (req.headers['content-encoding'] === 'gzip') body = gunzipSync(body);
+      else if (req.headers['content-encoding'] === 'zstd') body = (zlib as unknown as { zstdDecompressSync(b: Buffer): Buffer }).zstdDecompressSync(body);
       const docs = body.toString('utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Doc);
       this.received.push(...docs);
       if (this.handler(docs, req, res) === true) {

@@ -104,13 +104,30 @@ describe('parseServerVersion', () => {
 });
 
 describe('sink settings from the global configuration', () => {
-  it('passes extra headers and gzip off to the sidecar as plain env', () => {
+  it('passes extra headers and compression off (the older gzip switch) to the sidecar as plain env', () => {
     const config = parseConfig({ sink: { type: 'http', endpoint: 'https://logs', headers: 'X-Team=a', gzip: false } });
     const env = (mutateJob(job(), { config, namespace: optedIn('team-a') }).job.spec?.template?.spec?.initContainers?.[0]?.env ?? []) as Array<{ name: string; value?: string }>;
     expect(env).toContainEqual({ name: 'JOBHARVEST_HEADERS', value: 'X-Team=a' });
-    expect(env).toContainEqual({ name: 'JOBHARVEST_GZIP', value: 'false' });
+    expect(env).toContainEqual({ name: 'JOBHARVEST_COMPRESSION', value: 'none' });
     const defaults = (mutateJob(job(), { config: parseConfig({}), namespace: optedIn('team-a') }).job.spec?.template?.spec?.initContainers?.[0]?.env ?? []) as Array<{ name: string }>;
     expect(defaults.map((e) => e.name)).not.toContain('JOBHARVEST_GZIP');
+    expect(defaults.map((e) => e.name)).not.toContain('JOBHARVEST_COMPRESSION');
+  });
+});
+
+describe('the codec the sidecar gets', () => {
+  const codecEnv = (sink: Record<string, unknown>) => {
+    const config = parseConfig({ sink: { endpoint: 'https://logs', ...sink } });
+    const env = (mutateJob(job(), { config, namespace: optedIn('team-a') }).job.spec?.template?.spec?.initContainers?.[0]?.env ?? []) as Array<{ name: string; value?: string }>;
+    return env.filter((e) => e.name === 'JOBHARVEST_COMPRESSION' || e.name === 'JOBHARVEST_GZIP');
+  };
+  it('zstd where the sink takes it; nothing rendered where the sink would choose gzip or nothing by itself', () => {
+    expect(codecEnv({ type: 'otlp', compression: 'zstd' })).toEqual([{ name: 'JOBHARVEST_COMPRESSION', value: 'zstd' }]);
+    expect(codecEnv({ type: 'http', compression: 'zstd' })).toEqual([{ name: 'JOBHARVEST_COMPRESSION', value: 'zstd' }]);
+    expect(codecEnv({ type: 'loki', compression: 'zstd' })).toEqual([]);
+    expect(codecEnv({ type: 'otlp', compression: 'gzip' })).toEqual([]);
+    expect(codecEnv({ type: 'syslog', endpoint: 'tcp://syslog:514', compression: 'zstd' })).toEqual([]);
+    expect(codecEnv({ type: 'loki', compression: 'none' })).toEqual([{ name: 'JOBHARVEST_COMPRESSION', value: 'none' }]);
   });
 });
 

@@ -70,11 +70,19 @@ app.kubernetes.io/component: webhook
 {{- end }}
 
 {{/*
+The request body codec: sink.compression, or none where the older sink.gzip is false.
+*/}}
+{{- define "jobharvest.compression" -}}
+{{- $codec := .Values.sink.compression | default "gzip" -}}
+{{- if and (eq $codec "gzip") (not .Values.sink.gzip) }}none{{ else }}{{ $codec }}{{ end -}}
+{{- end }}
+
+{{/*
 The global configuration file (docs/configuration.md, "Global configuration").
 Empty strings are left out, so that the webhook's own defaults apply to them.
 */}}
 {{- define "jobharvest.config" -}}
-{{- $sink := dict "type" .Values.sink.type "gzip" .Values.sink.gzip }}
+{{- $sink := dict "type" .Values.sink.type "gzip" .Values.sink.gzip "compression" (include "jobharvest.compression" .) }}
 {{- range $key := list "endpoint" "authSecret" "tlsSecret" "headers" "esIndex" "otlpEncoding" "lokiTenant" "forwardTag" }}
 {{- with index $.Values.sink $key }}
 {{- $_ := set $sink $key . }}

@@ -2,7 +2,7 @@
 // PackedForward messages with EventTime (ext type 0) and a chunk id, the
 // tag template, and the shared-key handshake (HELO / PING / PONG).
 import { createHash, randomBytes } from 'node:crypto';
-import { gzipBody } from '../../encode/gzip.ts';
+import { gzipBody } from '../../encode/compress.ts';
 import { Encoder, ExtData } from '@msgpack/msgpack';
 import type { Identity } from '../../config.ts';
 import { FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type LogRecord } from '../../records/record.ts';

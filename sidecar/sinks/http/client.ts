@@ -1,13 +1,15 @@
 // One keep-alive HTTP(S) client per process, carrying TLS material, auth and
-// user headers, with optional gzip of request bodies. Built on node:http so
+// user headers, with the request bodies compressed by the configured codec. Built on node:http so
 // the sidecar needs no HTTP library and can pass a custom CA and client
 // certificate straight to the agent.
 import { readFileSync } from 'node:fs';
 import http, { type IncomingHttpHeaders } from 'node:http';
 import type https from 'node:https';
-import { gzipBody } from '../../encode/gzip.ts';
-import { ConfigError, type Config } from '../../config.ts';
-import { buildRequest } from '../request-error.ts';
+import { compressBody } from '../../encode/compress.ts';
+import type { Codec } from '../../../src/contract/codec.ts';
+import { log } from '../../log.ts';
+import { ConfigError, type EngineOptions } from '../../config.ts';
+import { buildRequest } from '../../delivery/request-error.ts';
 import { ENV } from '../../../src/contract/env.ts';
 
 export interface HttpResponse {
@@ -19,8 +21,8 @@ export interface HttpResponse {
 export interface PostOptions {
   readonly contentType: string;
   readonly headers?: Readonly<Record<string, string>>;
-  /** Whether this server takes gzip bodies; combined with JOBHARVEST_GZIP. */
-  readonly gzip?: boolean;
+  /** false: send the body as it is, whatever the codec (a body that is compressed already). */
+  readonly compress?: boolean;
   readonly signal?: AbortSignal;
   /** Called once `body` is no longer needed (compressed, or the request is over), so its buffer can be reused at once. */
   readonly release?: () => void;
@@ -44,6 +46,15 @@ function readPem(file: string | undefined, key: keyof typeof ENV): Buffer | unde
   }
 }
 
+export interface HttpClientEvents {
+  /** The server refused the configured codec and took the same body as gzip; called once per client. */
+  codecFallback?(reason: string): void;
+}
+
+function ok(status: number): boolean {
+  return status >= 200 && status < 300;
+}
+
 export class HttpClient {
   private readonly httpAgent: http.Agent;
   /** Created on the first https request: TLS costs several MiB of memory that plain-http pods never need. */
@@ -51,11 +62,16 @@ export class HttpClient {
   private readonly tlsOptions: https.AgentOptions;
   private readonly baseHeaders: Record<string, string>;
   private readonly gzipLevel: number;
-  private readonly useGzip: boolean;
+  private codec: Codec;
+  /** Set once the server answered a zstd body with success; until then a refusal is answered by sending the body again with gzip. */
+  private zstdTaken = false;
   private readonly timeoutMs: number;
   private readonly maxResponseBytes: number;
 
-  constructor(cfg: Config) {
+  constructor(
+    cfg: EngineOptions,
+    private readonly events: HttpClientEvents = {},
+  ) {
     this.maxResponseBytes = cfg.maxResponseBytes ?? MAX_RESPONSE_BYTES;
     const maxSockets = cfg.maxInFlight + 1;
     // The agent hands its options to every connection it opens: `lookup` included.
@@ -77,22 +93,47 @@ export class HttpClient {
       this.baseHeaders.authorization = 'Basic ' + Buffer.from(`${cfg.auth.username}:${cfg.auth.password ?? ''}`).toString('base64');
     }
     this.gzipLevel = cfg.gzipLevel;
-    this.useGzip = cfg.gzip;
+    this.codec = cfg.compression;
     this.timeoutMs = cfg.requestTimeoutMs;
   }
 
   /** Throws on network errors and timeouts (callers retry those), and a RequestBuildError (permanent); resolves with any HTTP answer. */
   async post(url: URL, body: Buffer | string, opts: PostOptions): Promise<HttpResponse> {
-    let payload = typeof body === 'string' ? Buffer.from(body) : body;
+    const plain = typeof body === 'string' ? Buffer.from(body) : body;
+    const codec: Codec = opts.compress === false ? 'none' : this.codec;
+    if (codec !== 'zstd' || this.zstdTaken) return this.send(url, plain, codec, opts, true);
+    // A server that does not decode zstd answers 415 (the OTLP spec's answer)
+    // or 400 (the Collector's confighttp, VictoriaLogs). Either is also what a
+    // bad batch gets, so the same body goes again with gzip: a success says
+    // the codec was the trouble, and every later body is gzip. The body is
+    // kept until then, and nothing is lost either way.
+    const first = await this.send(url, plain, 'zstd', opts, false);
+    if (ok(first.status)) {
+      this.zstdTaken = true;
+      return first;
+    }
+    if (first.status !== 415 && first.status !== 400) return first;
+    const again = await this.send(url, plain, 'gzip', opts, true);
+    if (ok(again.status) && this.codec === 'zstd') {
+      this.codec = 'gzip';
+      const reason = `${url.host} refused a zstd body (HTTP ${first.status}) and took it as gzip; sending gzip from now on`;
+      log.warn('the log server does not take zstd; falling back to gzip', { status: first.status, answer: first.body.subarray(0, 200).toString('utf8') });
+      this.events.codecFallback?.(reason);
+    }
+    return again;
+  }
+
+  private async send(url: URL, plain: Buffer, codec: Codec, opts: PostOptions, release: boolean): Promise<HttpResponse> {
     const headers: Record<string, string> = { ...this.baseHeaders, 'content-type': opts.contentType, ...opts.headers };
-    if (this.useGzip && opts.gzip !== false) {
-      // On the calling thread: a megabyte at level 1 takes about two milliseconds,
-      // and the thread-pool version costs more CPU in hand-offs than it could
-      // overlap, on a sidecar that mostly has a fraction of one core. It also
-      // keeps zlib's allocations out of the pool threads' malloc arenas (RSS).
-      payload = gzipBody(payload, this.gzipLevel);
-      headers['content-encoding'] = 'gzip';
-      opts.release?.();
+    // On the calling thread: a megabyte at gzip level 1 takes about two
+    // milliseconds, and the thread-pool version costs more CPU in hand-offs
+    // than it could overlap, on a sidecar that mostly has a fraction of one
+    // core. It also keeps zlib's allocations out of the pool threads' malloc
+    // arenas (RSS).
+    const { body: payload, encoding } = compressBody(codec, plain, this.gzipLevel);
+    if (encoding) {
+      headers['content-encoding'] = encoding;
+      if (release) opts.release?.();
     }
     headers['content-length'] = String(payload.length);
     const tls = url.protocol === 'https:' ? await this.https() : undefined;

@@ -1,8 +1,8 @@
 // Maps an HTTP exchange onto the delivery result every HTTP sink shares.
 import { isRetryableStatus, parseRetryAfter } from '../../delivery/backoff.ts';
-import { isRequestBuildError } from '../request-error.ts';
+import { isRequestBuildError } from '../../delivery/request-error.ts';
 import type { HttpResponse } from './client.ts';
-import type { SendResult } from '../types.ts';
+import type { SendResult } from '../../delivery/sink.ts';
 
 export function describe(res: HttpResponse): string {
   const text = res.body.subarray(0, 300).toString('utf8').replace(/\s+/g, ' ').trim();

@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { isIP, Socket, connect as netConnect, type LookupFunction } from 'node:net';
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 import { ENV } from '../../../src/contract/env.ts';
-import { ConfigError, type Config } from '../../config.ts';
+import { ConfigError, type EngineOptions } from '../../config.ts';
 
 export interface StreamEndpoint {
   readonly host: string;
@@ -14,7 +14,7 @@ export interface StreamEndpoint {
   readonly tls?: ConnectionOptions;
   /** For log lines: scheme://host:port, never credentials. */
   readonly label: string;
-  /** Resolves `host` when it is dialled (Config.lookup); absent: the system resolver. */
+  /** Resolves `host` when it is dialled (EngineOptions.lookup); absent: the system resolver. */
   readonly lookup?: LookupFunction;
 }
 
@@ -27,7 +27,7 @@ function readPem(file: string | undefined, key: keyof typeof ENV): Buffer | unde
   }
 }
 
-export function streamEndpoint(cfg: Config, defaultPort: number, sinkName: string): StreamEndpoint {
+export function streamEndpoint(cfg: EngineOptions, defaultPort: number, sinkName: string): StreamEndpoint {
   const url = cfg.endpoint;
   if (!url || (url.protocol !== 'tcp:' && url.protocol !== 'tls:')) {
     throw new ConfigError([`${ENV.ENDPOINT.name} must be tcp://host:port or tls://host:port for the ${sinkName} sink`]);

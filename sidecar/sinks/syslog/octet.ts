@@ -8,7 +8,7 @@
 // read, on a connection that stays up past the window, cannot be detected.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Connector, Link, openStream, untilAborted, type StreamEndpoint } from '../stream/client.ts';
-import type { SendResult } from '../types.ts';
+import type { SendResult } from '../../delivery/sink.ts';
 
 export interface SyslogTransport {
   send(messages: readonly Buffer[], signal: AbortSignal): Promise<SendResult>;

@@ -7,7 +7,7 @@
 // unanswered message, and the delivery stage resends the batch.
 import { Connector, Link, openStream, untilAborted, type StreamEndpoint } from '../stream/client.ts';
 import type { SyslogTransport } from './octet.ts';
-import type { SendResult } from '../types.ts';
+import type { SendResult } from '../../delivery/sink.ts';
 
 const MAX_TXNR = 999_999_999;
 const LF = 0x0a;

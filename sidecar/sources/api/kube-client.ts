@@ -26,12 +26,12 @@ export class ApiError extends Error {
   }
 }
 
-export interface KubeClientOptions extends KubeSettings {
+export type KubeClientOptions = KubeSettings & {
   /** How often the token (and CA) files are read again. */
   readonly tokenRefreshMs?: number;
   /** Time allowed for a GET to answer, and for a stream to send its headers. */
   readonly requestTimeoutMs?: number;
-}
+};
 
 export class KubeClient {
   private token = '';

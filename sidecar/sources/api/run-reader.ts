@@ -20,7 +20,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { retryDelay, type BackoffOptions } from '../../delivery/backoff.ts';
 import { FileProgress } from '../../records/progress.ts';
 import type { CheckpointEntry } from '../../delivery/checkpoint.ts';
-import type { Config } from '../../config.ts';
+import type { EngineOptions } from '../../config.ts';
 import { log } from '../../log.ts';
 import { fileKey, FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, idPrefix, type FileMeta, type LogRecord } from '../../records/record.ts';
 import type { Stats } from '../../stats.ts';
@@ -39,7 +39,7 @@ const EMPTY = Buffer.alloc(0);
 
 export interface RunHost {
   readonly client: KubeClient;
-  readonly config: Config;
+  readonly config: EngineOptions;
   readonly stats: Stats;
   readonly signal: AbortSignal;
   /** SIGTERM received: back off for at most a second. */

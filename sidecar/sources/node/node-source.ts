@@ -7,6 +7,7 @@ import { lstat, open, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { FileProgress } from '../../records/progress.ts';
 import type { CheckpointEntry } from '../../delivery/checkpoint.ts';
+import type { EngineOptions } from '../../config.ts';
 import type { LogSource, SourceOptions } from '../source.ts';
 import { gzipFingerprint } from './fingerprint.ts';
 import { log } from '../../log.ts';
@@ -74,6 +75,11 @@ export function parseLogName(name: string): LogFileName | undefined {
   return { restart, kind: m[3] ? 'gz' : m[2] ? 'rotated' : 'live' };
 }
 
+/** Node mode reads files: the log directory and the poll interval, optional in the engine's options, are set. */
+export interface NodeSourceOptions extends SourceOptions {
+  readonly config: EngineOptions & { readonly logDir: string; readonly pollMs: number };
+}
+
 export class NodeSource implements LogSource {
   private readonly tails: Tail[] = [];
   private readonly byInode = new Map<string, Tail>();
@@ -102,7 +108,7 @@ export class NodeSource implements LogSource {
   /** Tails added by a scan that has not finished their directory: the files of a run are read in order, so all must be known. */
   private readonly unready = new Set<Tail>();
 
-  constructor(private readonly opts: SourceOptions) {
+  constructor(private readonly opts: NodeSourceOptions) {
     const cfg = opts.config;
     this.symlinks = new SkippedSymlinks(opts.stats);
     this.unreadable = new UnreadableFiles(opts.stats);

@@ -1,6 +1,7 @@
 import { accessSync, constants, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { selectedKubernetes } from '../versions/select.ts';
 
 export const DEFAULT_BIN_DIR = join(dirname(fileURLToPath(import.meta.url)), 'bin');
 
@@ -20,8 +21,25 @@ export interface Binaries {
   versions: Versions;
 }
 
-/** The binaries `npm run cluster:build` linked into `dir`, with the versions it built. */
-export function locateBinaries(dir: string = DEFAULT_BIN_DIR): Binaries {
+/**
+ * The binaries `npm run cluster:build` linked into `dir`, with the versions it
+ * built. Without a `dir`, a release selected by the version matrix
+ * (versions/select.ts) replaces etcd and the control plane; helm stays.
+ */
+export function locateBinaries(dir?: string): Binaries {
+  const defaults = locateIn(dir ?? DEFAULT_BIN_DIR);
+  const selected = dir === undefined ? selectedKubernetes() : undefined;
+  if (selected === undefined) return defaults;
+  return {
+    ...defaults,
+    etcd: join(selected.dir, 'etcd'),
+    kubeApiserver: join(selected.dir, 'kube-apiserver'),
+    kubeControllerManager: join(selected.dir, 'kube-controller-manager'),
+    versions: { ...defaults.versions, kubernetes: selected.kubernetes, etcd: selected.etcd },
+  };
+}
+
+function locateIn(dir: string): Binaries {
   const bins = {
     dir,
     etcd: join(dir, 'etcd'),

@@ -164,28 +164,46 @@ export async function buildImages(opts: BuildImagesOptions): Promise<BuiltImages
     join(archives, 'busybox.tar'),
   );
 
+  const jobharvest = await buildJobharvestImage({ dir: opts.dir, debCache: opts.debCache });
+  return { pause, busybox, jobharvest };
+}
+
+export interface JobharvestImageOptions {
+  /** Scratch folder, as buildImages' (rootfs/ and archives/ under it). */
+  dir: string;
+  debCache: string;
+  /** The bundles to lay out (default: this checkout's dist/); another release's dist/ for an upgrade. */
+  dist?: string;
+  /** The name containerd stores it under (default: jobharvestImageName()). */
+  name?: string;
+}
+
+/** The jobharvest image of buildImages, from any release's dist/ and under any name. */
+export async function buildJobharvestImage(opts: JobharvestImageOptions): Promise<WrittenImage> {
+  const root = join(opts.dir, 'rootfs');
+  const archives = join(opts.dir, 'archives');
+  const dist = opts.dist ?? join(REPO_ROOT, 'dist');
+  const name = opts.name ?? jobharvestImageName();
+  const tag = name.replace(/^.*:/, '');
   const stage = runtimeStage();
   const appCopies = copies(stage);
   if (appCopies.length !== 1 || appCopies[0]!.from !== 'build' || appCopies[0]!.sources.join() !== '/src/dist/') {
     throw new Error(`the runtime stage's COPY changed (${JSON.stringify(appCopies)}); teach images.ts the new layout`);
   }
-  const dist = join(REPO_ROOT, 'dist');
   if (!existsSync(join(dist, 'jobharvest.mjs')) || !existsSync(join(dist, 'sidecar.mjs'))) {
-    throw new Error('dist/ has no bundles: run `npm run build` first');
+    throw new Error(`${dist} has no bundles: run \`npm run build\` first`);
   }
   const baseDir = join(root, 'jobharvest-base');
-  await baseLayer(baseDir, opts.debCache);
+  if (!existsSync(baseDir)) await baseLayer(baseDir, opts.debCache);
   const nodeDir = join(root, 'jobharvest-node');
-  await mkdir(join(nodeDir, 'nodejs/bin'), { recursive: true });
-  await copyFile(join(REPO_ROOT, 'node_modules/node/bin/node'), join(nodeDir, 'nodejs/bin/node'));
-  await chmod(join(nodeDir, 'nodejs/bin/node'), 0o755);
-  const appDir = join(root, 'jobharvest-app');
+  if (!existsSync(nodeDir)) {
+    await mkdir(join(nodeDir, 'nodejs/bin'), { recursive: true });
+    await copyFile(join(REPO_ROOT, 'node_modules/node/bin/node'), join(nodeDir, 'nodejs/bin/node'));
+    await chmod(join(nodeDir, 'nodejs/bin/node'), 0o755);
+  }
+  const appDir = join(root, `jobharvest-app-${tag}`);
   const destination = appCopies[0]!.destination;
   // The build stage deletes the source maps before the COPY.
   await cp(dist, join(appDir, destination), { recursive: true, filter: (src) => !src.endsWith('.map') });
-  const jobharvest = await writeOciArchive(
-    { name: jobharvestImageName(), layers: [baseDir, nodeDir, appDir], config: dockerfileRuntimeConfig(stage) },
-    join(archives, 'jobharvest.tar'),
-  );
-  return { pause, busybox, jobharvest };
+  return writeOciArchive({ name, layers: [baseDir, nodeDir, appDir], config: dockerfileRuntimeConfig(stage) }, join(archives, `jobharvest-${tag}.tar`));
 }

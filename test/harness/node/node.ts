@@ -39,12 +39,23 @@ import { onRunnerExit, startProcess, describeExit, type ManagedProcess } from '.
 import { freePorts } from '../../support/ports.ts';
 import { waitFor } from '../../support/wait.ts';
 import type { ClusterInfo } from '../cluster/harness.ts';
+import { selectedKubernetes } from '../versions/select.ts';
 import { buildImages, PAUSE_IMAGE, type BuiltImages } from './images.ts';
 
 const run = promisify(execFile);
 const HERE = fileURLToPath(new URL('.', import.meta.url));
 export const NODE_BIN = resolve(HERE, 'bin');
 const CLEANUP = join(HERE, 'cleanup.sh');
+
+/**
+ * The node's Kubernetes binaries: the default pins in bin/, or the release the
+ * version matrix selected (versions/select.ts). containerd, runc, the CNI
+ * plugins, pause and kubectl are always bin/'s.
+ */
+function kubeBinary(name: 'kubelet' | 'kube-proxy' | 'kube-scheduler'): string {
+  return join(selectedKubernetes()?.dir ?? NODE_BIN, name);
+}
+
 /** Where the webhook's node mode expects the kubelet's pod logs. */
 export const HOST_POD_LOGS = '/var/log/pods';
 const CACHE = process.env.JOBHARVEST_CACHE ?? join(process.env.HOME ?? '/root', '.cache/jobharvest');
@@ -148,6 +159,11 @@ export function nodeUnavailableReason(): string | undefined {
   if (process.getuid?.() !== 0) return 'a real node needs root (network namespaces, mounts, cgroups, runc)';
   for (const bin of ['kubelet', 'kube-proxy', 'kube-scheduler', 'containerd', 'containerd-shim-runc-v2', 'ctr', 'pause', 'runc', 'cni/bridge']) {
     if (!existsSync(join(NODE_BIN, bin))) return `test/harness/node/bin/${bin} is missing: run \`npm run node:build\``;
+  }
+  try {
+    selectedKubernetes();
+  } catch (err) {
+    return (err as Error).message;
   }
   for (const tool of ['nsenter', 'ip', 'iptables-save', 'tac']) {
     try {
@@ -544,7 +560,7 @@ export async function startNode(opts: NodeOptions): Promise<RealNode> {
     );
     const kubelet = launch(
       'kubelet',
-      join(NODE_BIN, 'kubelet'),
+      kubeBinary('kubelet'),
       [
         `--config=${join(dir, 'kubelet-config.yaml')}`,
         `--kubeconfig=${kubeletKubeconfig}`,
@@ -557,10 +573,10 @@ export async function startNode(opts: NodeOptions): Promise<RealNode> {
     );
     const [proxyHealthz, proxyMetrics, schedulerPort] = (await freePorts(3)) as [number, number, number];
     await writeFile(join(dir, 'kube-proxy-config.yaml'), kubeProxyConfig({ kubeconfig: proxyKubeconfig, name, podCidr, proxyHealthz, proxyMetrics }));
-    launch('kube-proxy', join(NODE_BIN, 'kube-proxy'), [`--config=${join(dir, 'kube-proxy-config.yaml')}`], nsName);
+    launch('kube-proxy', kubeBinary('kube-proxy'), [`--config=${join(dir, 'kube-proxy-config.yaml')}`], nsName);
     launch(
       'kube-scheduler',
-      join(NODE_BIN, 'kube-scheduler'),
+      kubeBinary('kube-scheduler'),
       [
         `--kubeconfig=${schedulerKubeconfig}`,
         `--authentication-kubeconfig=${schedulerKubeconfig}`,

@@ -1,10 +1,11 @@
 // `npm run servers:build`: builds or installs every real server the
 // integration tests, the e2e tests and the benchmarks use. Idempotent: cached
 // builds are reused, installed packages are left alone. `--go-only` skips the
-// benchmark's rsyslog and the e2e tests' JobSet and vmauth (the integration
-// tests need none of them); `--only a,b` builds just the named Go programs
-// (`test:e2e` builds jobset and vmauth that way).
-import { JOBSET, OTELCOL, VICTORIA_LOGS, VMAUTH, ensureGoProgram, pinnedVersion, type GoProgram } from './go-build.ts';
+// benchmark's rsyslog and the e2e tests' JobSet, vmauth, KWOK, Prometheus and
+// promtool (the integration tests need none of them); `--only a,b` builds just
+// the named Go programs (`test:e2e` builds jobset, vmauth, kwok, prometheus and
+// promtool that way).
+import { JOBSET, KWOK, OTELCOL, PROMETHEUS, PROMTOOL, VICTORIA_LOGS, VMAUTH, ensureGoProgram, pinnedVersion, type GoProgram } from './go-build.ts';
 import { ensureOpenSearch, openSearchBuildable } from './opensearch.ts';
 import { ensureRsyslog, rsyslogVersion } from './rsyslog.ts';
 import { ensureRsyslogReceiver } from './rsyslog-receiver.ts';
@@ -16,6 +17,9 @@ const GO: Array<{ program: GoProgram; pin: string; integration: boolean }> = [
   { program: OTELCOL, pin: 'go.opentelemetry.io/collector/otelcol', integration: true },
   { program: JOBSET, pin: 'sigs.k8s.io/jobset', integration: false },
   { program: VMAUTH, pin: 'github.com/VictoriaMetrics/VictoriaMetrics', integration: false },
+  { program: KWOK, pin: 'sigs.k8s.io/kwok', integration: false },
+  { program: PROMETHEUS, pin: 'github.com/prometheus/prometheus', integration: false },
+  { program: PROMTOOL, pin: 'github.com/prometheus/prometheus', integration: false },
 ];
 const goOnly = process.argv.includes('--go-only');
 

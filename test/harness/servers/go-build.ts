@@ -15,6 +15,8 @@ export interface GoProgram {
   dir?: string;
   /** `-X` stamps for the linker (a program's version variables), part of the cache key. */
   stamps?: Record<string, string>;
+  /** Build tags, part of the cache key (Prometheus' `remove_all_sd` leaves out every cloud service discovery). */
+  tags?: readonly string[];
 }
 
 export const VICTORIA_LOGS: GoProgram = { name: 'victoria-logs', pkg: 'github.com/VictoriaMetrics/VictoriaLogs/app/victoria-logs' };
@@ -25,8 +27,33 @@ export const OTELCOL: GoProgram = { name: 'otelcol', pkg: '.' };
  * VictoriaLogs tenant for the per-namespace tenants test.
  */
 export const VMAUTH: GoProgram = { name: 'vmauth', pkg: 'github.com/VictoriaMetrics/VictoriaMetrics/app/vmauth' };
+/**
+ * KWOK (Apache-2.0), the fake-node controller: run out of cluster against the
+ * test control plane, it plays nodes and moves their pods through their
+ * phases by its stages, for fleets larger than the machine could run.
+ */
+export const KWOK: GoProgram = { name: 'kwok', pkg: 'sigs.k8s.io/kwok/cmd/kwok' };
 /** The JobSet controller manager: the root package of sigs.k8s.io/jobset, built through the wrapper module `jobset/`. */
 export const JOBSET: GoProgram = { name: 'jobset', pkg: 'sigs.k8s.io/jobset' };
+/**
+ * Prometheus (Apache-2.0) and its promtool, both built through the wrapper
+ * module `prometheus/`, for the chart's operability pack: the e2e suite scrapes
+ * the webhook and the harvester with it, and the unit suite runs `promtool
+ * check rules` / `promtool test rules` on the chart's alerts. `remove_all_sd`
+ * leaves out the cloud service discoveries and their SDKs: the tests use
+ * static targets only.
+ */
+export const PROMETHEUS: GoProgram = {
+  name: 'prometheus',
+  pkg: 'github.com/prometheus/prometheus/cmd/prometheus',
+  tags: ['remove_all_sd'],
+};
+export const PROMTOOL: GoProgram = {
+  name: 'promtool',
+  pkg: 'github.com/prometheus/prometheus/cmd/promtool',
+  dir: join(here, 'prometheus'),
+  tags: ['remove_all_sd'],
+};
 
 export function moduleDir(p: GoProgram): string {
   return p.dir ?? join(here, p.name === 'victoria-logs' ? 'victorialogs' : p.name);
@@ -57,7 +84,8 @@ function binaryPath(p: GoProgram): string {
   const sources = [join(dir, 'go.mod'), join(dir, 'go.sum')];
   if (p.pkg === '.') sources.push(join(dir, 'main.go'));
   const stamps = p.stamps ? [ldflags(p)] : [];
-  const dirKey = keyedDir('servers', [p.name, p.pkg, ...sources.map((f) => readFileSync(f)), goVersion(), process.arch, ...stamps]);
+  const tags = p.tags ? [`tags=${p.tags.join(',')}`] : [];
+  const dirKey = keyedDir('servers', [p.name, p.pkg, ...sources.map((f) => readFileSync(f)), goVersion(), process.arch, ...stamps, ...tags]);
   return join(dirKey, p.name);
 }
 
@@ -75,7 +103,8 @@ export function ensureGoProgram(p: GoProgram, log: (msg: string) => void = () =>
   log(`building ${p.name} into ${dirname(bin)}`);
   const started = Date.now();
   try {
-    execFileSync('go', ['build', '-trimpath', `-ldflags=${ldflags(p)}`, '-o', tmp, p.pkg], {
+    const tags = p.tags ? [`-tags=${p.tags.join(',')}`] : [];
+    execFileSync('go', ['build', '-trimpath', ...tags, `-ldflags=${ldflags(p)}`, '-o', tmp, p.pkg], {
       cwd: moduleDir(p),
       // A static binary: no C toolchain needed. -mod=readonly: go.sum is the pin.
       env: { ...process.env, CGO_ENABLED: '0', GOFLAGS: '-mod=readonly' },

@@ -6,6 +6,11 @@ import { freePort } from '../../support/ports.ts';
 import { spawnLogged, tailFile, terminate, waitStarted } from '../../support/process.ts';
 import { OTELCOL, ensureGoProgram } from './go-build.ts';
 
+export interface CollectorOptions {
+  /** The receiver's `compression_algorithms`: the Content-Encodings it decodes (its default: all it knows, zstd among them). */
+  readonly compressionAlgorithms?: readonly string[];
+}
+
 /**
  * A real OpenTelemetry Collector (OTLP/HTTP receiver → OTLP/HTTP protobuf
  * exporter), used in front of VictoriaLogs for senders that speak OTLP JSON,
@@ -17,11 +22,16 @@ export class OtelCollector {
   private child: ChildProcess | undefined;
   private logStream: WriteStream | undefined;
   private readonly dir = mkdtempSync(join(tmpdir(), 'jh-otelcol-'));
-  private constructor(private readonly bin: string, readonly port: number, private readonly logsEndpoint: string) {}
+  private constructor(
+    private readonly bin: string,
+    readonly port: number,
+    private readonly logsEndpoint: string,
+    private readonly options: CollectorOptions,
+  ) {}
 
   /** Starts a collector that forwards logs to `logsEndpoint` (a full OTLP/HTTP logs URL). */
-  static async start(logsEndpoint: string): Promise<OtelCollector> {
-    const c = new OtelCollector(ensureGoProgram(OTELCOL), await freePort(), logsEndpoint);
+  static async start(logsEndpoint: string, options: CollectorOptions = {}): Promise<OtelCollector> {
+    const c = new OtelCollector(ensureGoProgram(OTELCOL), await freePort(), logsEndpoint, options);
     await c.run();
     return c;
   }
@@ -42,7 +52,16 @@ export class OtelCollector {
     writeFileSync(
       config,
       JSON.stringify({
-        receivers: { otlp: { protocols: { http: { endpoint: `127.0.0.1:${this.port}` } } } },
+        receivers: {
+          otlp: {
+            protocols: {
+              http: {
+                endpoint: `127.0.0.1:${this.port}`,
+                ...(this.options.compressionAlgorithms ? { compression_algorithms: this.options.compressionAlgorithms } : {}),
+              },
+            },
+          },
+        },
         exporters: {
           otlphttp: {
             logs_endpoint: this.logsEndpoint,

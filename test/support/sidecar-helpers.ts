@@ -1,11 +1,11 @@
-// Shared test fixtures for the sidecar unit tests.
+// Shared fixtures for the sidecar's unit tests and the harvester's, which run the same engine.
 import { mkdtemp } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { FileProgress } from '../records/progress.ts';
-import { loadConfig, type Config } from '../config.ts';
-import { fileKey, idPrefix, type FileMeta, type LogRecord } from '../records/record.ts';
+import { FileProgress } from '../../sidecar/records/progress.ts';
+import { loadConfig, type Config } from '../../sidecar/config.ts';
+import { fileKey, idPrefix, type FileMeta, type LogRecord } from '../../sidecar/records/record.ts';
 
 export function makeMeta(container = 'main', restart = 0, fp = 'fp0000000000000a'): FileMeta {
   return {

@@ -1,7 +1,7 @@
-// The typed shaping section of the configuration. Kept apart from the engine
-// (multiline, json, mask) so that config.ts can name the types without a
+// The typed shaping section of the configuration. Kept apart from the stage
+// (shape/: multiline, json, mask) so that config.ts can name the types without a
 // default sidecar loading any of the shaping code.
-import { ENV, JSON_ORIGINAL, type JsonOriginal } from '../../src/contract/env.ts';
+import { ENV, JSON_ORIGINAL, type JsonOriginal } from '../src/contract/env.ts';
 
 export const MULTILINE_RULES = ['python', 'java', 'go', 'nodejs'] as const;
 export type MultilineRule = (typeof MULTILINE_RULES)[number];

@@ -1,4 +1,4 @@
-// A fake Kubernetes API for the api-mode unit tests: one Pod, its watch, and
+// A fake Kubernetes API for the api-mode unit tests (the sidecar's and the harvester's): one Pod, its watch, and
 // pods/log with the kubelet's rules (which run `previous` means, sinceTime,
 // follow until the run terminates, timestamps in RFC3339Nano). Real TLS with
 // a CA the client must trust, and bearer tokens it must present.
@@ -8,8 +8,8 @@ import type { AddressInfo } from 'node:net';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { generateBundle } from '../../src/tls/generate.ts';
-import type { ContainerStatus, Pod } from '../sources/api/pod.ts';
-import { tmpDir } from './helpers.ts';
+import type { ContainerStatus, Pod } from '../../sidecar/sources/api/pod.ts';
+import { tmpDir } from './sidecar-helpers.ts';
 
 export interface LogLine {
   readonly ts: string;
