@@ -12,20 +12,24 @@
 //   - the machine's load average.
 // With BENCH_SWING_PROFILE=1 every run also writes a --cpu-prof profile, and
 // the fastest and slowest runs' heaviest functions (self time) are printed
-// side by side. The profiles stay in the printed folder only while the
-// script runs; it removes everything it made.
+// side by side, with the median run's self time by pipeline stage (mapped
+// back to the sources through the bundle's source maps): where the CPU goes
+// apart from the codec. The profiles stay in the printed folder only while
+// the script runs; it removes everything it made.
 // Knobs: BENCH_SIDECAR_BYTES (as bench:sidecar), BENCH_SWING_RUNS,
 // BENCH_SWING_PROFILE, BENCH_SWING_NODE_OPTIONS (more flags for the sidecar),
+// BENCH_SWING_COMPRESSION (gzip, zstd or none; default gzip),
 // BENCH_SWING_ANSWER_MS (the receiver answers each request this much later, as
 // a busy server would: what a slow answer costs the sidecar in CPU).
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SidecarProcess, ensureSidecarBundle } from '../../test/support/sidecar.ts';
 import { ensureCorpus } from './corpus.ts';
 import { CountingOtlpReceiver } from './otlp-receiver.ts';
 import { Sampler } from './procstat.ts';
+import { stageTimes, selfTimes } from './cpuprofile.ts';
 import { median } from './repeats.ts';
 import { threadCpu } from './threads.ts';
 
@@ -34,6 +38,7 @@ const MIN_BYTES = Number(process.env.BENCH_SIDECAR_BYTES ?? 2 ** 30);
 const RUNS = Number(process.env.BENCH_SWING_RUNS ?? 6);
 const PROFILE = process.env.BENCH_SWING_PROFILE === '1';
 const ANSWER_DELAY_MS = Number(process.env.BENCH_SWING_ANSWER_MS ?? 0);
+const COMPRESSION = process.env.BENCH_SWING_COMPRESSION ?? 'gzip';
 const log = (m: string) => console.log(`[swing] ${m}`);
 const fmt = (n: number, d = 1) => n.toFixed(d);
 
@@ -79,23 +84,6 @@ function gc(lines: readonly string[]): { scavenges: number; markCompacts: number
   return { scavenges, markCompacts, pauseMs };
 }
 
-/** Self time per function (ms) in a .cpuprofile. */
-function selfTimes(dir: string): Map<string, number> {
-  const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));
-  const out = new Map<string, number>();
-  if (!file) return out;
-  const p = JSON.parse(readFileSync(join(dir, file), 'utf8')) as {
-    nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }[];
-    samples: number[];
-    timeDeltas: number[];
-  };
-  const name = new Map(p.nodes.map((n) => [n.id, `${n.callFrame.functionName || '(anonymous)'} ${n.callFrame.url.split('/').pop() ?? ''}:${n.callFrame.lineNumber + 1}`]));
-  p.samples.forEach((id, i) => {
-    const k = name.get(id)!;
-    out.set(k, (out.get(k) ?? 0) + (p.timeDeltas[i] ?? 0) / 1000);
-  });
-  return out;
-}
 
 const corpus = ensureCorpus(MIN_BYTES, 200, log);
 ensureSidecarBundle();
@@ -115,7 +103,7 @@ try {
         stateDir: state,
         sink: 'otlp',
         endpoint: receiver.url,
-        settings: { OTLP_ENCODING: 'protobuf' },
+        settings: { OTLP_ENCODING: 'protobuf', COMPRESSION },
         cpus: pinned ? '0' : undefined,
         moreNodeFlags: flags.split(' ').filter(Boolean),
       });
@@ -189,6 +177,15 @@ try {
     console.log('');
     console.log(`self time (ms), slowest run ${slow.n} against fastest run ${fast.n}, largest differences first:`);
     for (const r of rowsByDiff.slice(0, 15)) console.log(`${fmt(r.slow, 0).padStart(8)} ${fmt(r.fast, 0).padStart(8)} ${fmt(r.slow - r.fast, 0).padStart(7)}  ${r.k}`);
+    const mid = by[Math.floor((by.length - 1) / 2)]!;
+    const all = stageTimes(mid.profileDir!);
+    const blocking = [...all].filter(([k]) => k.startsWith('blocking'));
+    const stages = [...all].filter(([k]) => !k.startsWith('blocking')).sort((x, y) => y[1] - x[1]);
+    const busy = stages.reduce((n, [, ms]) => n + ms, 0);
+    console.log('');
+    console.log(`main thread by stage, run ${mid.n} (${COMPRESSION}): share of the sampled time outside blocking file calls, and that share of the main thread's ${fmt(mid.threads.main, 2)} cpu_s (${fmt(mid.cpu, 2)} cpu_s in all threads):`);
+    for (const [stage, ms] of stages) console.log(`${fmt((100 * ms) / busy).padStart(6)} % ${fmt((mid.threads.main * ms) / busy, 2).padStart(6)} cpu_s  ${stage}`);
+    for (const [stage, ms] of blocking) console.log(`${fmt(ms, 0).padStart(8)} ms sampled in ${stage}`);
   }
 } finally {
   rmSync(work, { recursive: true, force: true });
