@@ -11,9 +11,9 @@
  */
 export const INCOMPLETE_EXIT_CODE = 3;
 
-export type Outcome = 'complete' | 'incomplete';
+export type DrainOutcome = 'complete' | 'incomplete';
 
-export interface OutcomeInputs {
+export interface DrainLosses {
   readonly lines_unsent: number;
   readonly lines_dead_lettered: number;
   readonly unread_bytes: number;
@@ -22,12 +22,12 @@ export interface OutcomeInputs {
   readonly resume_gaps: number;
 }
 
-export function outcomeOf(s: OutcomeInputs): Outcome {
+export function drainOutcomeOf(s: DrainLosses): DrainOutcome {
   const lost = s.lines_unsent > 0 || s.lines_dead_lettered > 0 || s.unread_bytes > 0 || s.unreadable_files > 0 || s.deadline_hit || s.resume_gaps > 0;
   return lost ? 'incomplete' : 'complete';
 }
 
-export function exitCodeOf(outcome: Outcome, failureExitCode: number): number {
+export function exitCodeOf(outcome: DrainOutcome, failureExitCode: number): number {
   return outcome === 'complete' ? 0 : failureExitCode;
 }
 

@@ -14,7 +14,7 @@ import type { Sink } from './delivery/sink.ts';
 import type { SinkContext } from './sinks/types.ts';
 import type { LogSource, SourceOptions } from './sources/source.ts';
 import { NodeSource, type NodeSourceOptions } from './sources/node/node-source.ts';
-import { outcomeOf, type Outcome } from './outcome.ts';
+import { drainOutcomeOf, type DrainOutcome } from './outcome.ts';
 import { newStats, type Stats } from './stats.ts';
 import { shapingOn } from './shaping-settings.ts';
 import type { Shaper } from './shape/shaper.ts';
@@ -24,7 +24,7 @@ import type { CheckpointEntry } from './delivery/checkpoint.ts';
 export const CHECKPOINT_INTERVAL_MS = 1000;
 
 export interface Summary {
-  readonly outcome: Outcome;
+  readonly outcome: DrainOutcome;
   readonly lines_read: number;
   readonly lines_shipped: number;
   readonly bytes_shipped: number;
@@ -79,7 +79,7 @@ export interface PipelineOptions {
    * save, the outcome once at the end of the drain. The sidecar writes them
    * into its termination message.
    */
-  readonly onCheckpoint?: (state: 'running' | Outcome, entries: ReadonlyMap<string, CheckpointEntry>, stats: Readonly<Stats>) => void;
+  readonly onCheckpoint?: (state: 'running' | DrainOutcome, entries: ReadonlyMap<string, CheckpointEntry>, stats: Readonly<Stats>) => void;
   /** More fields for the start line (the sidecar's metrics port). */
   readonly describe?: Readonly<Record<string, unknown>>;
 }
@@ -337,7 +337,7 @@ export class Pipeline {
       drain_ms: Date.now() - started,
       deadline_hit: deadlineHit,
     };
-    const outcome = outcomeOf(counts);
+    const outcome = drainOutcomeOf(counts);
     this.options.onCheckpoint?.(outcome, entries, this.stats);
     // First in the line: the one word to look for.
     return { outcome, ...counts };
