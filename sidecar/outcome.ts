@@ -13,12 +13,14 @@ export const INCOMPLETE_EXIT_CODE = 3;
 
 export type DrainOutcome = 'complete' | 'incomplete';
 
+/** What a drain may leave undelivered, as the summary line counts it. */
 export interface DrainLosses {
   readonly lines_unsent: number;
   readonly lines_dead_lettered: number;
   readonly unread_bytes: number;
   readonly unreadable_files: number;
   readonly deadline_hit: boolean;
+  /** api mode: streams resumed past a rotation; the lines in the rotated files are lost, their number unknown. */
   readonly resume_gaps: number;
 }
 
