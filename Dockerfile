@@ -11,7 +11,7 @@ FROM --platform=$BUILDPLATFORM node:24-bookworm-slim AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
-COPY scripts/bundle.mjs scripts/bundle.mjs
+COPY scripts/bundle.mjs scripts/esbuild-options.mjs scripts/
 COPY src/ src/
 COPY sidecar/ sidecar/
 COPY harvester/ harvester/

@@ -7,7 +7,7 @@
 // are tenant-created: the first `maxNamespaces` seen get a label value of their
 // own for the life of the process, every later one is folded into OTHER, so the
 // series stay bounded whatever tenants create.
-import type { Delivery } from '../src/contract/harvest.ts';
+import type { DeliveryRecord } from '../src/contract/harvest.ts';
 
 /**
  * The folded namespaces' label value. Parentheses are not allowed in a
@@ -40,7 +40,7 @@ function zero(): Totals {
  * not be verified, so nothing was harvested; complete: every line of every
  * pod is at the log server; incomplete: anything else.
  */
-export function recordResult(d: Delivery, unverified: boolean): RecordResult {
+export function recordResult(d: DeliveryRecord, unverified: boolean): RecordResult {
   if (unverified) return 'unverified';
   if (d.injection === 'missed') return 'missed';
   return d.lost === 0 && d.unaccounted === 0 && !d.resume_gaps ? 'complete' : 'incomplete';
@@ -55,7 +55,7 @@ export class DeliveryTotals {
   }
 
   /** Counts one delivery record written for a Job of `namespace`. */
-  add(namespace: string, d: Delivery, result: RecordResult): void {
+  add(namespace: string, d: DeliveryRecord, result: RecordResult): void {
     for (const t of [this.all, this.slot(namespace)]) {
       t.records[result]++;
       t.lines.shipped += d.shipped;

@@ -1,7 +1,7 @@
 // Flag parsers shared by the harvester's commands (the controller and the
 // uninstall hook), so both refuse a bad value the same way.
 import { InvalidArgumentError } from 'commander';
-import { LEVELS, type Level } from './log.ts';
+import { LEVELS, type LogLevel } from './log.ts';
 
 /** A whole number from `min` to `max`. */
 export const int = (min: number, max: number) => (v: string): number => {
@@ -14,7 +14,7 @@ export const int = (min: number, max: number) => (v: string): number => {
 export const collect = (v: string, all: string[]): string[] => [...all, v];
 
 /** One of the log levels. */
-export function level(v: string): Level {
+export function level(v: string): LogLevel {
   if (!(LEVELS as readonly string[]).includes(v)) throw new InvalidArgumentError(LEVELS.join(', '));
-  return v as Level;
+  return v as LogLevel;
 }

@@ -16,7 +16,7 @@
 import type { V1Job } from '@kubernetes/client-node';
 import { HOLD_ANNOTATION } from '../src/contract/harvest.ts';
 import type { VerifyingKeys } from '../src/contract/signature.ts';
-import { DELIVERY_ANNOTATION, type Delivery } from './report.ts';
+import { DELIVERY_ANNOTATION, type DeliveryRecord } from './report.ts';
 import { PURPOSE, signedJson, verifiedJson } from './trust.ts';
 
 export { HOLD_ANNOTATION };
@@ -40,11 +40,11 @@ export function holdOf(job: V1Job, keys: VerifyingKeys): Hold | undefined {
 }
 
 /** The delivery record this harvester wrote on the Job; one written by anyone else counts as none. */
-export function deliveryRecordOf(job: V1Job, keys: VerifyingKeys): Delivery | undefined {
-  return verifiedJson<Delivery>(keys, PURPOSE.delivery, job.metadata?.uid, job.metadata?.annotations?.[DELIVERY_ANNOTATION]);
+export function deliveryRecordOf(job: V1Job, keys: VerifyingKeys): DeliveryRecord | undefined {
+  return verifiedJson<DeliveryRecord>(keys, PURPOSE.delivery, job.metadata?.uid, job.metadata?.annotations?.[DELIVERY_ANNOTATION]);
 }
 
-export function encodeDeliveryRecord(job: V1Job, keys: VerifyingKeys, d: Delivery): string {
+export function encodeDeliveryRecord(job: V1Job, keys: VerifyingKeys, d: DeliveryRecord): string {
   return signedJson(keys, PURPOSE.delivery, job.metadata?.uid ?? '', d);
 }
 
@@ -84,12 +84,12 @@ export function needsHold(job: V1Job): boolean {
 }
 
 /** JSON merge patch of the delivery record alone, for a Job shipped without a hold. */
-export function recordPatch(job: V1Job, keys: VerifyingKeys, delivery: Delivery, extra: Record<string, string> = {}): object {
+export function recordPatch(job: V1Job, keys: VerifyingKeys, delivery: DeliveryRecord, extra: Record<string, string> = {}): object {
   return { metadata: { resourceVersion: job.metadata?.resourceVersion, annotations: { ...extra, [DELIVERY_ANNOTATION]: encodeDeliveryRecord(job, keys, delivery) } } };
 }
 
 /** JSON merge patch of the release: the original TTL back, the hold gone, the delivery written, in one write. */
-export function releasePatch(job: V1Job, keys: VerifyingKeys, hold: Hold, delivery: Delivery, extra: Record<string, string> = {}): object {
+export function releasePatch(job: V1Job, keys: VerifyingKeys, hold: Hold, delivery: DeliveryRecord, extra: Record<string, string> = {}): object {
   return {
     metadata: { resourceVersion: job.metadata?.resourceVersion, annotations: { ...extra, [HOLD_ANNOTATION]: null, [DELIVERY_ANNOTATION]: encodeDeliveryRecord(job, keys, delivery) } },
     spec: { ttlSecondsAfterFinished: hold.originalTtl },

@@ -9,7 +9,7 @@ import { INJECTED_LABEL } from '../src/contract/harvest.ts';
 import type { HarvestApi, WriteResult } from './reconcile.ts';
 import type { KubeAccess } from './ship.ts';
 import { REFUSED_GRACE_MS, statusOf } from './api-errors.ts';
-import type { Log, Level } from './log.ts';
+import type { Log, LogLevel } from './log.ts';
 import type { Resource, WatchStats } from './metrics.ts';
 
 export { REFUSED_GRACE_MS, statusOf };
@@ -158,7 +158,7 @@ export interface ListWatchOptions<T> {
   /** After every list, all of its pages gone to onObject as ADDED: the uids listed, so that what is not among them is known to be gone. */
   onList?: (uids: ReadonlySet<string>) => void;
   /** The level a failed list or watch is logged at (warn unless this says otherwise). */
-  failureLevel?: (err: unknown) => Level;
+  failureLevel?: (err: unknown) => LogLevel;
   log: Log;
   signal: AbortSignal;
   /** Pause after a failure; it doubles with each failure in a row, up to maxRetryMs. */

@@ -18,7 +18,7 @@ import { deliveryRecordOf, encodeDeliveryRecord, holdDeadline, holdOf, holdPatch
 import type { Log } from './log.ts';
 import type { ReconcileResult } from './queue.ts';
 import type { MissedCheck } from './missed.ts';
-import { deliveryEvent, missedEvent, deliveryOf, finishedAt, jobFinished, needsHarvest, nodeLost, podDone, podOutcome, withResumeGaps, type Delivery, type DeliveryUsage, type PodOutcome } from './report.ts';
+import { deliveryEvent, missedEvent, deliveryOf, finishedAt, jobFinished, needsHarvest, nodeLost, podDone, podOutcome, withResumeGaps, type DeliveryRecord, type DeliveryUsage, type PodOutcome } from './report.ts';
 import { usageOf } from './usage.ts';
 import { recordResult, type RecordResult } from './delivery-totals.ts';
 import type { ShipRequest, ShipResult } from './ship.ts';
@@ -81,7 +81,7 @@ export interface ReconcilerOptions {
   /** Called once per delivery record written for a Job that missed injection (the metric). */
   readonly onMissed?: () => void;
   /** Called once per delivery record written, with what it says (the delivery metrics, harvester/delivery-totals.ts). */
-  readonly onRecord?: (namespace: string, delivery: Delivery, result: RecordResult) => void;
+  readonly onRecord?: (namespace: string, delivery: DeliveryRecord, result: RecordResult) => void;
 }
 
 export const EVENT_SOURCE = 'jobharvest';
@@ -228,7 +228,7 @@ export class Reconciler {
     const outcomes = owned.map((p) => podOutcome(p, NAMES.container));
     // What the pods requested and how long they ran, as for an injected Job: a missed one costs the same.
     const usage = usageOf(owned);
-    const missedRecord = (d: Delivery): Delivery => withUsage({ ...withGone(d, gone), injection: 'missed' }, usage);
+    const missedRecord = (d: DeliveryRecord): DeliveryRecord => withUsage({ ...withGone(d, gone), injection: 'missed' }, usage);
     const unread = (why: string): Promise<ReconcileResult> =>
       this.report(job, missedRecord(withNotes({ sink: m.sink, pods: owned.length, shipped: 0, lost: 0, unaccounted: owned.length }, [...notes, why])), signal);
     log('warn', 'a Job missed its injection: it ran without the log sidecar', { ...at, pods: owned.length });
@@ -279,7 +279,7 @@ export class Reconciler {
     return notes;
   }
 
-  private async harvest(job: V1Job, hold: Hold, destination: Destination, sidecar: string, pods: readonly V1Pod[], outcomes: readonly PodOutcome[], notes: readonly string[], signal: AbortSignal): Promise<Delivery> {
+  private async harvest(job: V1Job, hold: Hold, destination: Destination, sidecar: string, pods: readonly V1Pod[], outcomes: readonly PodOutcome[], notes: readonly string[], signal: AbortSignal): Promise<DeliveryRecord> {
     let shipped = 0;
     let lost = 0;
     let unaccounted = 0;
@@ -324,7 +324,7 @@ export class Reconciler {
   }
 
   /** Writes the delivery record, and with a hold of ours puts the original TTL back in the same write. */
-  private async release(job: V1Job, hold: Hold | undefined, delivery: Delivery, signal: AbortSignal): Promise<ReconcileResult> {
+  private async release(job: V1Job, hold: Hold | undefined, delivery: DeliveryRecord, signal: AbortSignal): Promise<ReconcileResult> {
     const { api } = this.o;
     const namespace = job.metadata!.namespace!;
     const name = job.metadata!.name!;
@@ -346,7 +346,7 @@ export class Reconciler {
     return { kind: 'requeue', afterMs: this.retryMs };
   }
 
-  private async report(job: V1Job, delivery: Delivery, signal: AbortSignal, unverified = false): Promise<ReconcileResult> {
+  private async report(job: V1Job, delivery: DeliveryRecord, signal: AbortSignal, unverified = false): Promise<ReconcileResult> {
     if (signal.aborted || !this.may()) return { kind: 'done' };
     const namespace = job.metadata!.namespace!;
     const name = job.metadata!.name!;
@@ -375,7 +375,7 @@ export class Reconciler {
     return url ? { [LOGS_URL_ANNOTATION]: url } : {};
   }
 
-  private async event(job: V1Job, delivery: Delivery, unverified = false): Promise<void> {
+  private async event(job: V1Job, delivery: DeliveryRecord, unverified = false): Promise<void> {
     // Counted with the record, which is written once per Job.
     if (delivery.injection === 'missed') this.o.onMissed?.();
     this.o.onRecord?.(job.metadata?.namespace ?? '', delivery, recordResult(delivery, unverified));
@@ -403,11 +403,11 @@ function gonePods(job: V1Job, owned: readonly V1Pod[]): number {
 }
 
 /** The pods' usage, when any pod could be measured; the field is left out otherwise. */
-function withUsage(d: Delivery, usage: DeliveryUsage | undefined): Delivery {
+function withUsage(d: DeliveryRecord, usage: DeliveryUsage | undefined): DeliveryRecord {
   return usage ? { ...d, usage } : d;
 }
 
-function withGone(d: Delivery, gone: number): Delivery {
+function withGone(d: DeliveryRecord, gone: number): DeliveryRecord {
   return gone > 0 ? { ...d, pods: d.pods + gone, unaccounted: d.unaccounted + gone } : d;
 }
 
@@ -418,7 +418,7 @@ function withGone(d: Delivery, gone: number): Delivery {
  */
 export const MAX_NOTES = 10;
 
-function withNotes(d: Delivery, notes: readonly string[]): Delivery {
+function withNotes(d: DeliveryRecord, notes: readonly string[]): DeliveryRecord {
   if (notes.length === 0) return d;
   const kept = notes.slice(0, MAX_NOTES).map((n) => (n.length > 300 ? `${n.slice(0, 299)}…` : n));
   if (notes.length > MAX_NOTES) kept.push(`and ${notes.length - MAX_NOTES} more`);

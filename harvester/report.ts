@@ -3,7 +3,7 @@
 // Pure: the reconciler (harvester/reconcile.ts) reads the objects and writes
 // the annotation and the Event this computes.
 import type { V1ContainerStatus, V1Job, V1Pod } from '@kubernetes/client-node';
-import { DELIVERY_ANNOTATION, INJECTION_MISSED_REASON, STATUS_ANNOTATION, type Delivery, type DeliveryUsage, type InjectionStatus } from '../src/contract/harvest.ts';
+import { DELIVERY_ANNOTATION, INJECTION_MISSED_REASON, STATUS_ANNOTATION, type DeliveryRecord, type DeliveryUsage, type InjectionStatus } from '../src/contract/harvest.ts';
 import { decodeTermination, type TerminationMessage } from '../src/contract/termination.ts';
 
 export { DELIVERY_ANNOTATION };
@@ -32,7 +32,9 @@ export interface PodOutcome {
 }
 
 /** The annotation's value: defined in the contract, which the logs command reads too. */
-export type { Delivery, DeliveryUsage };
+export type { DeliveryRecord, DeliveryUsage };
+/** The delivery record's former name, still imported by test/unit/harvester-reconcile.test.ts. */
+export type Delivery = DeliveryRecord;
 
 export interface JobEvent {
   readonly type: 'Normal' | 'Warning';
@@ -67,7 +69,7 @@ export function podDone(pod: V1Pod): boolean {
   return pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed';
 }
 
-function statusOf(pod: V1Pod, container: string): V1ContainerStatus | undefined {
+function containerStatusOf(pod: V1Pod, container: string): V1ContainerStatus | undefined {
   const all = [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])];
   return all.find((s) => s.name === container);
 }
@@ -83,7 +85,7 @@ export function nodeLost(pod: V1Pod): boolean {
 }
 
 export function sidecarOutcome(pod: V1Pod, container: string): SidecarOutcome {
-  const st = statusOf(pod, container);
+  const st = containerStatusOf(pod, container);
   const terminated = st?.state?.terminated;
   if (terminated) {
     const message = decodeTermination(terminated.message);
@@ -115,7 +117,7 @@ export function needsHarvest(o: SidecarOutcome): boolean {
  * A sidecar killed after a checkpoint counts what it had shipped; the lines it
  * had not are unknown, so its pod is unaccounted.
  */
-export function deliveryOf(sink: string, pods: readonly PodOutcome[]): Delivery {
+export function deliveryOf(sink: string, pods: readonly PodOutcome[]): DeliveryRecord {
   let shipped = 0;
   let lost = 0;
   let unaccounted = 0;
@@ -132,7 +134,7 @@ export function deliveryOf(sink: string, pods: readonly PodOutcome[]): Delivery 
 }
 
 /** Adds the sidecars' resume gaps to a delivery; the field stays out when there are none. */
-export function withResumeGaps(d: Delivery, pods: readonly PodOutcome[]): Delivery {
+export function withResumeGaps(d: DeliveryRecord, pods: readonly PodOutcome[]): DeliveryRecord {
   let gaps = 0;
   for (const p of pods) if (p.sidecar.kind === 'reported') gaps += p.sidecar.message.resume_gaps ?? 0;
   return gaps > 0 ? { ...d, resume_gaps: gaps } : d;
@@ -141,7 +143,7 @@ export function withResumeGaps(d: Delivery, pods: readonly PodOutcome[]): Delive
 const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
 
 /** The one Event `kubectl describe job` shows. */
-export function deliveryEvent(d: Delivery): JobEvent {
+export function deliveryEvent(d: DeliveryRecord): JobEvent {
   const head = `${plural(d.shipped, 'line')} from ${plural(d.pods, 'pod')} shipped to ${d.sink}`;
   const harvested = d.harvested ? ` (${d.harvested} by the harvester)` : '';
   const gaps = d.resume_gaps ?? 0;
@@ -159,7 +161,7 @@ export function deliveryEvent(d: Delivery): JobEvent {
  * LogsLost: a Warning, since the Job ran without what the namespace asked for,
  * and the counts the record carries.
  */
-export function missedEvent(d: Delivery): JobEvent {
+export function missedEvent(d: DeliveryRecord): JobEvent {
   const head = `created without the log sidecar (the webhook was unreachable or not yet installed); ${plural(d.shipped, 'line')} from ${plural(d.pods, 'pod')} shipped to ${d.sink} by the harvester`;
   const parts: string[] = [];
   if (d.lost > 0) parts.push(`${plural(d.lost, 'line')} lost`);
@@ -168,6 +170,6 @@ export function missedEvent(d: Delivery): JobEvent {
   return { type: 'Warning', reason: INJECTION_MISSED_REASON, message: `${head}${parts.length > 0 ? `; ${parts.join(', ')}` : ''}${notes}` };
 }
 
-export function encodeDelivery(d: Delivery): string {
+export function encodeDelivery(d: DeliveryRecord): string {
   return JSON.stringify(d);
 }

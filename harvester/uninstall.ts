@@ -37,7 +37,7 @@ import { statusOf } from './api-errors.ts';
 import { holdOf, holdReleasePatch, HOLD_ANNOTATION } from './hold.ts';
 import { LIST_PAGE_LIMIT, UNINJECTED_JOB_SELECTOR } from './kube.ts';
 import { collect, int, level } from './flags.ts';
-import { LEVELS, log, setLogLevel, type Level, type Log } from './log.ts';
+import { LEVELS, log, setLogLevel, type LogLevel, type Log } from './log.ts';
 
 export interface UninstallSettings {
   readonly kubeconfig: string | undefined;
@@ -56,7 +56,7 @@ export interface UninstallSettings {
   readonly deadlineMs: number;
   /** After the bindings go, before the holds are read: the API server's authorizer follows RBAC through a cache. */
   readonly settleMs: number;
-  readonly logLevel: Level;
+  readonly logLevel: LogLevel;
 }
 
 
@@ -90,7 +90,7 @@ export function parseUninstallSettings(argv: readonly string[], env: NodeJS.Proc
     signingKeyFile?: string;
     deadlineSeconds: number;
     settleSeconds: number;
-    logLevel?: Level;
+    logLevel?: LogLevel;
   }>();
   const namespace = o.namespace ?? env.POD_NAMESPACE;
   if (!namespace) throw new InvalidArgumentError('--namespace or $POD_NAMESPACE is required');
@@ -107,7 +107,7 @@ export function parseUninstallSettings(argv: readonly string[], env: NodeJS.Proc
     signingKeyFile: o.signingKeyFile,
     deadlineMs: o.deadlineSeconds * 1000,
     settleMs: o.settleSeconds * 1000,
-    logLevel: o.logLevel ?? (envLevel && (LEVELS as readonly string[]).includes(envLevel) ? (envLevel as Level) : 'info'),
+    logLevel: o.logLevel ?? (envLevel && (LEVELS as readonly string[]).includes(envLevel) ? (envLevel as LogLevel) : 'info'),
   };
 }
 

@@ -2,30 +2,12 @@
 // and the sidecar starts without resolving hundreds of files.
 import { build } from 'esbuild';
 import { chmodSync, writeFileSync } from 'node:fs';
-
-const common = {
-  bundle: true,
-  platform: 'node',
-  target: 'node24',
-  format: 'esm',
-  sourcemap: true,
-  legalComments: 'none',
-  // Some CommonJS dependencies call require(); give the ESM bundle one.
-  banner: { js: "import { createRequire as __jhCreateRequire } from 'node:module'; const require = __jhCreateRequire(import.meta.url);" },
-  logLevel: 'warning',
-};
+import { splitProgram } from './esbuild-options.mjs';
 
 // Split so that `jobharvest inject` does not parse the Kubernetes client and
 // the HTTP server it never uses: those chunks load only for `webhook`.
-await build({
-  ...common,
-  entryPoints: { jobharvest: 'src/cli/main.ts' },
-  outdir: 'dist',
-  outExtension: { '.js': '.mjs' },
-  splitting: true,
-  chunkNames: 'chunks/[name]-[hash]',
-  banner: { js: '#!/usr/bin/env node\n' + common.banner.js },
-});
+const cli = splitProgram('jobharvest', 'src/cli/main.ts', 'chunks');
+await build({ ...cli, banner: { js: '#!/usr/bin/env node\n' + cli.banner.js } });
 // An ESM import of node:http or node:https makes Node build the module's ESM
 // facade, which reads every export, lazy getters included: node:http's
 // WebSocket ones then load undici, ~30 ms of CPU and ~13 MiB at every sidecar
@@ -42,28 +24,12 @@ const requireHttpModules = {
 // The sidecar splits too: each sink (the OTLP encoder above all) and the
 // metrics client are chunks that load only when the pod's settings pick them.
 // Its entry point holds nothing but the SIGTERM latch (sidecar/main.ts).
-await build({
-  ...common,
-  plugins: [requireHttpModules],
-  entryPoints: { sidecar: 'sidecar/main.ts' },
-  outdir: 'dist',
-  outExtension: { '.js': '.mjs' },
-  splitting: true,
-  chunkNames: 'sidecar-chunks/[name]-[hash]',
-});
+await build({ ...splitProgram('sidecar', 'sidecar/main.ts', 'sidecar-chunks'), plugins: [requireHttpModules] });
 
 // The harvester is its own program (its own Deployment), bundled apart so the
 // webhook's bundle never holds any of it. It runs the sidecar's engine, so the
 // same http/https rule applies.
-await build({
-  ...common,
-  plugins: [requireHttpModules],
-  entryPoints: { harvester: 'harvester/entry.ts' },
-  outdir: 'dist',
-  outExtension: { '.js': '.mjs' },
-  splitting: true,
-  chunkNames: 'harvester-chunks/[name]-[hash]',
-});
+await build({ ...splitProgram('harvester', 'harvester/entry.ts', 'harvester-chunks'), plugins: [requireHttpModules] });
 
 // `npx jobharvest` runs the bin directly: it must be executable.
 chmodSync('dist/jobharvest.mjs', 0o755);

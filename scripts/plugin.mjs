@@ -12,6 +12,7 @@ import { chmodSync, copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import process from 'node:process';
+import { NODE_BUNDLE } from './esbuild-options.mjs';
 
 const out = 'dist/plugin';
 const pkg = JSON.parse(readFileSync('package.json', 'utf8'));
@@ -21,15 +22,11 @@ mkdirSync(out, { recursive: true });
 // One CommonJS file: a SEA's main script is run as CommonJS, and it can only
 // require Node's built-in modules, so every dependency is inside.
 await build({
+  ...NODE_BUNDLE,
   entryPoints: ['src/cli/plugin.ts'],
   outfile: join(out, 'plugin.cjs'),
-  bundle: true,
-  platform: 'node',
-  target: 'node24',
   format: 'cjs',
   minify: true,
-  legalComments: 'none',
-  logLevel: 'warning',
 });
 
 const blob = join(out, 'sea-prep.blob');

@@ -8,8 +8,9 @@ import { ENV, MODES, SINKS, type EnvKey, type SinkType, type SourceMode } from '
 import { parseShaping, shapingOn, type ShapingSettings } from './shaping-settings.ts';
 import { CODECS, codecFor, configuredCodec, type Codec } from '../src/contract/codec.ts';
 import { zstdAvailable } from './encode/compress.ts';
+import { LOG_LEVELS, type LogLevel } from '../src/contract/log.ts';
 
-export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+export type { LogLevel };
 export type OtlpEncoding = 'protobuf' | 'json';
 
 export interface Identity {
@@ -359,7 +360,7 @@ export function loadConfig(env: Env): Config {
     metricsPort: r.int('METRICS_PORT', 0, 65_535),
     pollMs: r.int('POLL_MS', 10, 1000),
     requestTimeoutMs: r.int('REQUEST_TIMEOUT_MS', 100, 3_600_000),
-    logLevel: r.oneOf<LogLevel>('LOG_LEVEL', ['debug', 'info', 'warn', 'error']),
+    logLevel: r.oneOf<LogLevel>('LOG_LEVEL', LOG_LEVELS),
     failureExitCode: r.int('FAILURE_EXIT_CODE', 0, 255),
     deadLetterMaxBytes: r.int('DEAD_LETTER_MAX_BYTES', 0, 1024 * 1024 * 1024),
     terminationLog: r.str('TERMINATION_LOG'),

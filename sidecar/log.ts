@@ -1,12 +1,11 @@
 // Structured JSON lines on stderr. stdout is left to the stdout sink, so that
 // shipped records and the sidecar's own diagnostics never mix.
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { LogLevel } from './config.ts';
+import type { Log, LogFields, LogLevel } from '../src/contract/log.ts';
 import { redactUrls } from '../src/contract/redact.ts';
 
 const ORDER: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
 
-export type Fields = Record<string, unknown>;
 export type LogWriter = (line: string) => void;
 
 /**
@@ -14,9 +13,9 @@ export type LogWriter = (line: string) => void;
  * runs several pipelines at once (the harvester, one per pod) names the Job
  * and pod on each of their lines without threading a logger through the engine.
  */
-const context = new AsyncLocalStorage<Fields>();
+const context = new AsyncLocalStorage<LogFields>();
 
-export function withLogFields<T>(fields: Fields, f: () => T): T {
+export function withLogFields<T>(fields: LogFields, f: () => T): T {
   return context.run({ ...context.getStore(), ...fields }, f);
 }
 
@@ -46,24 +45,27 @@ export class Logger {
   }
 
   /** The one line that is always written, with the count of lines the budget held back. */
-  last(msg: string, fields: Fields): void {
+  last(msg: string, fields: LogFields): void {
     this.emit('info', msg, this.dropped > 0 ? { ...fields, log_lines_suppressed: this.dropped } : fields, true);
   }
 
-  debug(msg: string, fields?: Fields): void {
+  /** The logger as the shared `Log` shape, for a component that takes one (the harvester's). */
+  readonly line: Log = (level, msg, fields) => this.emit(level, msg, fields);
+
+  debug(msg: string, fields?: LogFields): void {
     this.emit('debug', msg, fields);
   }
-  info(msg: string, fields?: Fields): void {
+  info(msg: string, fields?: LogFields): void {
     this.emit('info', msg, fields);
   }
-  warn(msg: string, fields?: Fields): void {
+  warn(msg: string, fields?: LogFields): void {
     this.emit('warn', msg, fields);
   }
-  error(msg: string, fields?: Fields): void {
+  error(msg: string, fields?: LogFields): void {
     this.emit('error', msg, fields);
   }
 
-  private emit(level: LogLevel, msg: string, fields?: Fields, always = false): void {
+  private emit(level: LogLevel, msg: string, fields?: LogFields, always = false): void {
     if (ORDER[level] < this.min && !always) return;
     if (this.left <= 0 && !always) {
       this.dropped++;

@@ -11,23 +11,25 @@
  */
 export const INCOMPLETE_EXIT_CODE = 3;
 
-export type Outcome = 'complete' | 'incomplete';
+export type DrainOutcome = 'complete' | 'incomplete';
 
-export interface OutcomeInputs {
+/** What a drain may leave undelivered, as the summary line counts it. */
+export interface DrainLosses {
   readonly lines_unsent: number;
   readonly lines_dead_lettered: number;
   readonly unread_bytes: number;
   readonly unreadable_files: number;
   readonly deadline_hit: boolean;
+  /** api mode: streams resumed past a rotation; the lines in the rotated files are lost, their number unknown. */
   readonly resume_gaps: number;
 }
 
-export function outcomeOf(s: OutcomeInputs): Outcome {
+export function drainOutcomeOf(s: DrainLosses): DrainOutcome {
   const lost = s.lines_unsent > 0 || s.lines_dead_lettered > 0 || s.unread_bytes > 0 || s.unreadable_files > 0 || s.deadline_hit || s.resume_gaps > 0;
   return lost ? 'incomplete' : 'complete';
 }
 
-export function exitCodeOf(outcome: Outcome, failureExitCode: number): number {
+export function exitCodeOf(outcome: DrainOutcome, failureExitCode: number): number {
   return outcome === 'complete' ? 0 : failureExitCode;
 }
 

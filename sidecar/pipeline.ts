@@ -14,7 +14,7 @@ import type { Sink } from './delivery/sink.ts';
 import type { SinkContext } from './sinks/types.ts';
 import type { LogSource, SourceOptions } from './sources/source.ts';
 import { NodeSource, type NodeSourceOptions } from './sources/node/node-source.ts';
-import { outcomeOf, type Outcome } from './outcome.ts';
+import { drainOutcomeOf, type DrainLosses, type DrainOutcome } from './outcome.ts';
 import { newStats, type Stats } from './stats.ts';
 import { shapingOn } from './shaping-settings.ts';
 import type { Shaper } from './shape/shaper.ts';
@@ -23,33 +23,27 @@ import type { CheckpointEntry } from './delivery/checkpoint.ts';
 
 export const CHECKPOINT_INTERVAL_MS = 1000;
 
-export interface Summary {
-  readonly outcome: Outcome;
+/** The summary line's counts; those that decide the outcome are `DrainLosses`. */
+export interface Summary extends DrainLosses {
+  readonly outcome: DrainOutcome;
   readonly lines_read: number;
   readonly lines_shipped: number;
   readonly bytes_shipped: number;
   readonly requests: number;
   readonly retries: number;
-  readonly lines_dead_lettered: number;
-  readonly lines_unsent: number;
   readonly dead_letter_overflow_lines: number;
   readonly dead_letter_overflow_bytes: number;
-  readonly unread_bytes: number;
-  readonly unreadable_files: number;
   readonly unreadable_bytes: number;
   readonly malformed_lines: number;
   readonly truncated_records: number;
   readonly files: number;
   readonly symlinks_skipped: number;
-  /** api mode: streams resumed past a rotation; the lines in the rotated files are lost, their number unknown. */
-  readonly resume_gaps: number;
   /** Shaping: records joined from several lines, JSON lines that became fields, JSON lines too wide for fields, mask matches. */
   readonly multiline_records?: number;
   readonly json_records?: number;
   readonly json_too_wide?: number;
   readonly masked?: number;
   readonly drain_ms: number;
-  readonly deadline_hit: boolean;
 }
 
 export async function loadSink(cfg: EngineOptions, events?: HttpClientEvents): Promise<{ sink: Sink; http?: HttpClient }> {
@@ -79,7 +73,7 @@ export interface PipelineOptions {
    * save, the outcome once at the end of the drain. The sidecar writes them
    * into its termination message.
    */
-  readonly onCheckpoint?: (state: 'running' | Outcome, entries: ReadonlyMap<string, CheckpointEntry>, stats: Readonly<Stats>) => void;
+  readonly onCheckpoint?: (state: 'running' | DrainOutcome, entries: ReadonlyMap<string, CheckpointEntry>, stats: Readonly<Stats>) => void;
   /** More fields for the start line (the sidecar's metrics port). */
   readonly describe?: Readonly<Record<string, unknown>>;
 }
@@ -337,7 +331,7 @@ export class Pipeline {
       drain_ms: Date.now() - started,
       deadline_hit: deadlineHit,
     };
-    const outcome = outcomeOf(counts);
+    const outcome = drainOutcomeOf(counts);
     this.options.onCheckpoint?.(outcome, entries, this.stats);
     // First in the line: the one word to look for.
     return { outcome, ...counts };

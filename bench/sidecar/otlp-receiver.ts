@@ -1,5 +1,5 @@
 import { createServer, type Server } from 'node:http';
-import zlib, { gunzipSync } from 'node:zlib';
+import { closeServer, CountWaiters, decodeBody, listenLocal, localPort } from '../../test/harness/receiver.ts';
 
 /**
  * Log records in an ExportLogsServiceRequest, counted exactly by walking the
@@ -111,20 +111,14 @@ export interface OtlpStats {
   lastRequestAt: number | undefined;
 }
 
-function zstdDecompress(b: Buffer): Buffer {
-  const f = (zlib as unknown as { zstdDecompressSync?: (b: Buffer) => Buffer }).zstdDecompressSync;
-  if (!f) throw new Error('this Node.js has no zlib.zstdDecompressSync');
-  return f(b);
-}
-
 /** An OTLP/HTTP logs endpoint that counts records exactly and answers with an empty ExportLogsServiceResponse. */
 export class CountingOtlpReceiver {
   readonly stats: OtlpStats = { records: 0, attributes: 0, mapBodies: 0, requests: 0, wireBytes: 0, bodyBytes: 0, firstRequestAt: undefined, lastRequestAt: undefined };
   /** Decoded bodies kept for a benchmark's codec floor, up to `captureBytes` (start option). */
   readonly captured: Buffer[] = [];
   private capturedBytes = 0;
-  private waiters: { records: number; resolve: () => void }[] = [];
   private failure: Error | undefined;
+  private readonly waiters = new CountWaiters(() => this.stats.records, 'records', () => this.failure);
 
   private constructor(private readonly server: Server) {}
 
@@ -144,9 +138,8 @@ export class CountingOtlpReceiver {
       req.once('end', () => {
         try {
           const wire = Buffer.concat(chunks);
-          const encoding = String(req.headers['content-encoding'] ?? '');
           if (!/protobuf/.test(String(req.headers['content-type'] ?? ''))) throw new Error(`content-type ${req.headers['content-type']}`);
-          const body = /gzip/i.test(encoding) ? gunzipSync(wire) : /zstd/i.test(encoding) ? zstdDecompress(wire) : wire;
+          const body = decodeBody(wire, req.headers['content-encoding']);
           r.stats.bodyBytes += body.length;
           if (r.capturedBytes < (opts.captureBytes ?? 0)) {
             r.captured.push(body);
@@ -171,7 +164,7 @@ export class CountingOtlpReceiver {
         }
       });
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    await listenLocal(server);
     return r;
   }
 
@@ -179,31 +172,19 @@ export class CountingOtlpReceiver {
     this.stats.records += records;
     this.stats.wireBytes += wireBytes;
     this.stats.lastRequestAt = Date.now();
-    this.waiters = this.waiters.filter((w) => {
-      if (this.stats.records < w.records) return true;
-      w.resolve();
-      return false;
-    });
+    this.waiters.update();
   }
 
   get url(): string {
-    const a = this.server.address();
-    if (!a || typeof a === 'string') throw new Error('not listening');
-    return `http://127.0.0.1:${a.port}`;
+    return `http://127.0.0.1:${localPort(this.server)}`;
   }
 
   /** Resolves once `records` were counted; rejects on a malformed request or the timeout. */
   waitForRecords(records: number, timeoutMs: number): Promise<void> {
-    if (this.failure) return Promise.reject(this.failure);
-    if (this.stats.records >= records) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(this.failure ?? new Error(`received ${this.stats.records} of ${records} records after ${timeoutMs} ms`)), timeoutMs);
-      this.waiters.push({ records, resolve: () => (clearTimeout(timer), resolve()) });
-    });
+    return this.waiters.wait(records, timeoutMs);
   }
 
   close(): Promise<void> {
-    this.server.closeAllConnections();
-    return new Promise((resolve) => this.server.close(() => resolve()));
+    return closeServer(this.server);
   }
 }

@@ -40,7 +40,7 @@ app.post('/static', async (req, reply) => {
   if (!fixed) {
     const r = await review(request, { config, namespace: (name) => ({ name, annotations }), serverVersion: () => undefined });
     const { patch, patchType } = r.review.response;
-    if (!patch || !patchType) throw new Error(`the first Job was not patched: ${JSON.stringify(r.outcome)}`);
+    if (!patch || !patchType) throw new Error(`the first Job was not patched: ${JSON.stringify(r.disposition)}`);
     fixed = { patchType, patch };
   }
   return reply.send({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: request.uid, allowed: true, ...fixed } });

@@ -13,12 +13,12 @@ import { forwardTagProblem } from '../../src/contract/values.ts';
 import { ConfigError } from '../config.ts';
 import { log } from '../log.ts';
 import { ackOf, buildPing, checkPong, FORWARD_MODES, ForwardEncoder, parseHelo, TagTemplate, type Credentials, type ForwardMessage, type ForwardMode } from './forward/protocol.ts';
+import { PendingAnswers, writeAndAwait, type Answer } from './stream/acks.ts';
 import { Connector, Link, openStream, streamEndpoint, untilAborted, type StreamEndpoint } from './stream/client.ts';
 import type { SendResult, Sink } from '../delivery/sink.ts';
 import type { SinkContext } from './types.ts';
 
 type Env = Readonly<Record<string, string | undefined>>;
-type Answer = { readonly ok: true } | { readonly ok: false; readonly reason: string };
 
 export interface ForwardSettings {
   readonly mode: ForwardMode;
@@ -40,7 +40,7 @@ export function loadForwardSettings(env: Env): ForwardSettings {
 
 /** One connection: its inbound msgpack objects go to the handshake first, then to the ack waiters. */
 class ForwardSession {
-  private readonly acks = new Map<string, (a: Answer) => void>();
+  private readonly acks = new PendingAnswers<string>();
   private inbox: Array<(msg: unknown) => void> = [];
   private authenticated = false;
 
@@ -74,9 +74,7 @@ class ForwardSession {
     if (waiter) return waiter(msg);
     const chunk = ackOf(msg);
     if (chunk !== undefined) {
-      const settle = this.acks.get(chunk);
-      this.acks.delete(chunk);
-      settle?.({ ok: true });
+      this.acks.settle(chunk, () => ({ ok: true }));
       return;
     }
     if (parseHelo(msg) && !this.expectHandshake) {
@@ -109,26 +107,14 @@ class ForwardSession {
   }
 
   private failAll(why: string): void {
-    const w = [...this.acks.values()];
-    this.acks.clear();
-    for (const settle of w) settle({ ok: false, reason: why });
+    this.acks.failAll(why);
     // Pending handshake readers learn about the close through link.closed.
   }
 
   async deliver(messages: readonly ForwardMessage[], timeoutMs: number): Promise<Answer> {
     if (this.expectHandshake && !this.authenticated) return { ok: false, reason: 'not authenticated' };
-    const answers = messages.map((m) => new Promise<Answer>((resolve) => this.acks.set(m.chunk, resolve)));
-    const failed = await this.link.write(Buffer.concat(messages.map((m) => m.bytes)), timeoutMs);
-    if (failed !== undefined) {
-      this.destroy(failed);
-      return { ok: false, reason: failed };
-    }
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<Answer>((resolve) => {
-      timer = setTimeout(() => resolve({ ok: false, reason: `no ack within ${timeoutMs} ms` }), timeoutMs);
-    });
-    const all = Promise.all(answers).then((as) => as.find((a) => !a.ok) ?? ({ ok: true } as const));
-    const r = await Promise.race([all, timeout]).finally(() => clearTimeout(timer));
+    const answers = messages.map((m) => this.acks.expect(m.chunk));
+    const r = await writeAndAwait(this.link, Buffer.concat(messages.map((m) => m.bytes)), answers, timeoutMs, `no ack within ${timeoutMs} ms`, (why) => this.destroy(why));
     // The receiver may still be working on the chunk; a late ack on this
     // connection would be ambiguous, so resend on a fresh one.
     if (!r.ok) this.destroy(r.reason);

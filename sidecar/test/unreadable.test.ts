@@ -1,7 +1,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { exitCodeOf, forcedExitCode, INCOMPLETE_EXIT_CODE, outcomeOf } from '../outcome.ts';
+import { exitCodeOf, forcedExitCode, INCOMPLETE_EXIT_CODE, drainOutcomeOf } from '../outcome.ts';
 import { Pipeline } from '../pipeline.ts';
 import { cri, testConfig, tmpDir } from '../../test/support/sidecar-helpers.ts';
 import { NdjsonReceiver } from '../../test/support/ndjson-receiver.ts';
@@ -103,9 +103,9 @@ describe('log files that exist but cannot be opened', () => {
 describe('outcome and exit code', () => {
   const clean = { lines_unsent: 0, lines_dead_lettered: 0, unread_bytes: 0, unreadable_files: 0, deadline_hit: false, resume_gaps: 0 };
   it('complete only when nothing was lost', () => {
-    expect(outcomeOf(clean)).toBe('complete');
+    expect(drainOutcomeOf(clean)).toBe('complete');
     for (const bad of [{ lines_unsent: 1 }, { lines_dead_lettered: 1 }, { unread_bytes: 1 }, { unreadable_files: 1 }, { deadline_hit: true }, { resume_gaps: 1 }]) {
-      expect(outcomeOf({ ...clean, ...bad }), JSON.stringify(bad)).toBe('incomplete');
+      expect(drainOutcomeOf({ ...clean, ...bad }), JSON.stringify(bad)).toBe('incomplete');
     }
   });
   it('exit code 0 when complete, the configured code otherwise (default 3)', () => {

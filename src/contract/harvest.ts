@@ -61,7 +61,7 @@ export interface DeliveryUsage {
  * signature covers the JSON as written, so a record written before a field
  * existed still verifies.
  */
-export interface Delivery {
+export interface DeliveryRecord {
   readonly sink: string;
   readonly pods: number;
   readonly shipped: number;
@@ -98,7 +98,7 @@ const amount = (v: unknown): v is number => typeof v === 'number' && Number.isFi
  * non-negative whole number, or undefined. Whether jobharvest wrote it is the
  * signature's to say (checkSignedJson in signature.ts), not this.
  */
-export function parseDelivery(v: unknown): Delivery | undefined {
+export function parseDelivery(v: unknown): DeliveryRecord | undefined {
   if (typeof v !== 'object' || v === null || Array.isArray(v)) return undefined;
   const d = v as Record<string, unknown>;
   if (typeof d.sink !== 'string' || !count(d.pods) || !count(d.shipped) || !count(d.lost) || !count(d.unaccounted)) return undefined;
@@ -110,5 +110,5 @@ export function parseDelivery(v: unknown): Delivery | undefined {
     const u = d.usage as Record<string, unknown>;
     if (typeof u !== 'object' || u === null || !count(u.pods) || !count(u.cpu_request_millicores) || !count(u.memory_request_bytes) || !amount(u.run_seconds) || !amount(u.cpu_core_seconds) || !amount(u.memory_gib_seconds)) return undefined;
   }
-  return d as unknown as Delivery;
+  return d as unknown as DeliveryRecord;
 }

@@ -23,8 +23,8 @@ export type TerminationState = 'running' | 'complete' | 'incomplete';
  */
 export type RunPosition = readonly [container: string, restart: number, ts: string | null, n: number, o?: number];
 
-export interface TerminationMessage {
-  readonly v: typeof TERMINATION_VERSION;
+/** What a sidecar says it did: the fixed part of its termination message. */
+export interface TerminationCounts {
   readonly state: TerminationState;
   readonly mode: 'node' | 'api';
   readonly sink: string;
@@ -37,22 +37,17 @@ export interface TerminationMessage {
    * messages have no such field and mean 0.
    */
   readonly resume_gaps?: number;
+}
+
+/** The counts plus where to resume each run. */
+export interface TerminationMessage extends TerminationCounts {
+  readonly v: typeof TERMINATION_VERSION;
   /** Runs not fully delivered, with the position to resume from. */
   readonly runs: readonly RunPosition[];
   /** Runs fully delivered, as `container/restart`. */
   readonly done: readonly string[];
   /** Entries of `done` and `runs` left out to stay under the cap (then read from the start). */
   readonly cut?: number;
-}
-
-export interface TerminationCounts {
-  readonly state: TerminationState;
-  readonly mode: 'node' | 'api';
-  readonly sink: string;
-  readonly shipped: number;
-  readonly unsent: number;
-  readonly dead_lettered: number;
-  readonly resume_gaps?: number;
 }
 
 /**

@@ -46,14 +46,15 @@ export interface ReviewDeps {
   signingKey?: Buffer | undefined;
 }
 
-export type ReviewOutcome =
+/** What the webhook did with the Job of one review: injected, skipped, or an internal error (admitted unpatched). */
+export type ReviewDisposition =
   | { kind: 'injected'; decision: Decision; patch: Operation[] }
   | { kind: 'skipped'; decision: Decision | undefined; reason: string }
   | { kind: 'error'; code: ErrorCode; error: unknown };
 
 export interface ReviewResult {
   review: AdmissionReviewOut;
-  outcome: ReviewOutcome;
+  disposition: ReviewDisposition;
   uid: string;
 }
 
@@ -97,14 +98,14 @@ function isJobCreate(req: AdmissionRequest): boolean {
 
 /**
  * Answers one AdmissionReview. Never returns allowed: false: if anything in here
- * fails, the Job is admitted unpatched with a warning and the outcome says why,
+ * fails, the Job is admitted unpatched with a warning and the disposition says why,
  * so the caller can log and count it.
  */
 export async function review(req: AdmissionRequest, deps: ReviewDeps): Promise<ReviewResult> {
   const uid = req.uid;
-  const answer = (response: Omit<AdmissionResponse, 'uid' | 'allowed'>, outcome: ReviewOutcome): ReviewResult => ({
+  const answer = (response: Omit<AdmissionResponse, 'uid' | 'allowed'>, disposition: ReviewDisposition): ReviewResult => ({
     uid,
-    outcome,
+    disposition,
     review: { apiVersion: ADMISSION_API_VERSION, kind: 'AdmissionReview', response: { uid, allowed: true, ...response } },
   });
 
@@ -135,11 +136,11 @@ export async function review(req: AdmissionRequest, deps: ReviewDeps): Promise<R
       return createPatch(job as Job, mutated);
     };
     if (result.decision.action === 'skip') {
-      const outcome: ReviewOutcome = { kind: 'skipped', decision: result.decision, reason: result.decision.reason };
-      if (result.job === subject) return answer(warnings ? { warnings } : {}, outcome);
+      const disposition: ReviewDisposition = { kind: 'skipped', decision: result.decision, reason: result.decision.reason };
+      if (result.job === subject) return answer(warnings ? { warnings } : {}, disposition);
       // Skipped, but a signature that does not verify here is dropped (see mutateJob).
       const patch = patchOf();
-      return answer({ patchType: 'JSONPatch', patch: Buffer.from(serializePatch(patch)).toString('base64'), ...(warnings ? { warnings } : {}) }, outcome);
+      return answer({ patchType: 'JSONPatch', patch: Buffer.from(serializePatch(patch)).toString('base64'), ...(warnings ? { warnings } : {}) }, disposition);
     }
     const patch = patchOf();
     return answer(

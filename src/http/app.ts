@@ -114,7 +114,7 @@ export function build(opts: AppOptions): FastifyInstance {
     const started = process.hrtime.bigint();
     const request = parseReview(req.body);
     const result = await review(request, opts.deps);
-    const o = result.outcome;
+    const o = result.disposition;
     metrics.requests.inc({ operation: operationLabel(request.operation), kind: kindLabel(request.kind) });
     const log = req.log;
     const ids = { uid: cut(result.uid, NAME_MAX), namespace: cut(request.namespace, NAMESPACE_MAX), name: cut(nameOf(request.object), NAME_MAX) };

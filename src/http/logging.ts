@@ -1,4 +1,5 @@
 import type { FastifyServerOptions } from 'fastify';
+import type { Log } from '../contract/log.ts';
 import { redactUrls } from '../contract/redact.ts';
 
 /**
@@ -92,6 +93,6 @@ export function batchedStream(out: { write(chunk: string): unknown }, maxBytes =
 }
 
 /** For lines written before the app exists (start-up, certificates, the Kubernetes side). */
-export function earlyLog(level: string, msg: string, extra?: object): void {
-  process.stderr.write(JSON.stringify(redactValue({ level, time: Date.now(), app: 'jobharvest-webhook', msg, ...extra })) + '\n');
-}
+export const earlyLog: Log = (level, msg, fields) => {
+  process.stderr.write(JSON.stringify(redactValue({ level, time: Date.now(), app: 'jobharvest-webhook', msg, ...fields })) + '\n');
+};

@@ -1,7 +1,7 @@
 import type { AdmissionregistrationV1Api } from '@kubernetes/client-node';
 import { issuedByAny } from '../tls/inspect.ts';
 import { messageOf } from './errors.ts';
-import type { Log } from './log.ts';
+import type { Log } from '../contract/log.ts';
 import { retryOnConflict } from './retry.ts';
 
 export interface CaBundleOptions {

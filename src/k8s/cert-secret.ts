@@ -1,7 +1,7 @@
 import type { CoreV1Api, V1Secret } from '@kubernetes/client-node';
 import { planCertificates, type CertMaterial, type CertPolicy, type ForceRotation } from '../tls/plan.ts';
 import { messageOf, statusOf } from './errors.ts';
-import type { Log } from './log.ts';
+import type { Log } from '../contract/log.ts';
 import { retryOnConflict } from './retry.ts';
 
 /** Secret keys. `ca.crt` is the trust bundle, as cert-manager names it; the signer is kept apart. */

@@ -14,7 +14,7 @@ import { messageOf } from './errors.ts';
 import { retryUntil } from './retry.ts';
 import { ensureSigningKey } from './signing-secret.ts';
 import { managedByLabels } from './labels.ts';
-import type { Log } from './log.ts';
+import type { Log } from '../contract/log.ts';
 import { LogReaderRbac, optedIn } from './log-reader-rbac.ts';
 import { startNamespaceCache } from './namespace-cache.ts';
 import { startNamespacePolicy } from './namespace-policy.ts';

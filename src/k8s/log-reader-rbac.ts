@@ -5,7 +5,7 @@ import { namespaceMode, namespaceOptIn } from '../core/decide.ts';
 import type { NamespaceMeta } from '../core/kube.ts';
 import { messageOf, statusOf } from './errors.ts';
 import { isManagedByUs, managedByLabels } from './labels.ts';
-import type { Log } from './log.ts';
+import type { Log } from '../contract/log.ts';
 
 export interface LogReaderRbacOptions {
   config: Config;

@@ -1,7 +1,7 @@
 import { CoreV1Api, makeInformer, type KubeConfig, type V1Namespace } from '@kubernetes/client-node';
 import type { NamespaceMeta } from '../core/kube.ts';
 import { statusOf } from './errors.ts';
-import type { Log } from './log.ts';
+import type { Log } from '../contract/log.ts';
 import { changedAt, type CachedNamespace, type LiveRead, type LiveSource } from './namespace-live.ts';
 
 export interface NamespaceCacheOptions {

@@ -1,5 +1,5 @@
 import type { NamespaceMeta } from '../core/kube.ts';
-import type { Log } from './log.ts';
+import type { Log } from '../contract/log.ts';
 
 /**
  * How long after a namespace was created, or after the cache last saw it

@@ -1,6 +1,6 @@
 import { CoreV1Api, makeInformer, type KubeConfig, type V1LimitRange, type V1ResourceQuota } from '@kubernetes/client-node';
 import type { LimitRangeItem, NamespaceMeta } from '../core/kube.ts';
-import type { Log } from './log.ts';
+import type { Log } from '../contract/log.ts';
 
 /**
  * What a namespace's ResourceQuotas and LimitRanges ask of every container,

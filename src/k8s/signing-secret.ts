@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { CoreV1Api, V1Secret } from '@kubernetes/client-node';
 import { keyFromText, keyId, type SigningKey } from '../contract/signature.ts';
 import { statusOf } from './errors.ts';
-import type { Log } from './log.ts';
+import type { Log } from '../contract/log.ts';
 
 export const SIGNING_KEY_FIELD = 'key';
 

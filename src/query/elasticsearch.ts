@@ -1,7 +1,7 @@
 import { DOCUMENT_FIELDS as F, RECORD_FLAGS } from '../contract/record.ts';
 import { httpText, under, type HttpOptions } from './http.ts';
 import { pager } from './pager.ts';
-import { parseTimeNs, QueryError, readFlags, type LogLine, type LogQuery, type QueryClient } from './types.ts';
+import { lineOf, parseTimeNs, QueryError, type LogLine, type LogQuery, type QueryClient } from './types.ts';
 
 type SortValue = string | number;
 interface Hit {
@@ -55,12 +55,8 @@ export function parseHits(body: string): Array<{ line: LogLine; key: bigint; cur
     const t = String(get(F.time) ?? '');
     const ns = parseTimeNs(t);
     if (ns === undefined || !h.sort) throw new QueryError(`_search returned a hit without a usable ${F.time} or sort values: ${JSON.stringify(h).slice(0, 200)}`);
-    const line: LogLine = { ns, message: String(get(F.message) ?? ''), stream: String(get(F.stream) ?? ''), pod: String(get(F.pod) ?? ''), container: String(get(F.container) ?? ''), restart: Number(get(F.restart) ?? 0), id: String(get(F.id) ?? '') };
-    for (const k of ['namespace', 'job', 'podUid', 'node'] as const) if (get(F[k]) !== undefined) line[k] = String(get(F[k]));
-    const flags = readFlags((x) => get(F[x]), RECORD_FLAGS);
-    if (flags) line.flags = flags;
     out.push({
-      line,
+      line: lineOf(ns, String(get(F.message) ?? ''), (f) => get(F[f])),
       // The first sort value is what the server ordered by: epoch ms for a date, ns for date_nanos.
       key: BigInt(Math.trunc(Number(h.sort[0]))),
       cursor: h.sort,

@@ -1,8 +1,8 @@
-import { LOKI_FIELDS as L, RECORD_FLAGS } from '../contract/record.ts';
+import { LOKI_FIELDS as L } from '../contract/record.ts';
 import { redactUrls } from '../contract/redact.ts';
 import { authHeaders, httpText, under, type HttpOptions } from './http.ts';
 import { pager } from './pager.ts';
-import { QueryError, readFlags, type JobRun, type LogLine, type LogQuery, type QueryClient, type TailOptions } from './types.ts';
+import { lineOf, QueryError, type JobRun, type LogLine, type LogQuery, type QueryClient, type TailOptions } from './types.ts';
 
 export const DEFAULT_RANGE_NS = 720n * 3600n * 1_000_000_000n;
 
@@ -25,26 +25,25 @@ interface StreamResult {
   values: Value[];
 }
 
+/** A Loki answer as JSON; anything else is a QueryError that quotes its start. */
+function lokiJson<T>(body: string, who: string): T {
+  try {
+    return JSON.parse(body) as T;
+  } catch {
+    throw new QueryError(`${who} something that is not JSON: ${body.slice(0, 120)}`);
+  }
+}
+
 /** Parses a `query_range` response (resultType streams) into lines, in either of Loki's label encodings. */
 export function parseQueryRange(body: string): LogLine[] {
-  let doc: { status?: string; data?: { resultType?: string; result?: StreamResult[] } };
-  try {
-    doc = JSON.parse(body) as typeof doc;
-  } catch {
-    throw new QueryError(`Loki answered with something that is not JSON: ${body.slice(0, 120)}`);
-  }
+  const doc = lokiJson<{ status?: string; data?: { resultType?: string; result?: StreamResult[] } }>(body, 'Loki answered with');
   if (doc.status !== 'success' || doc.data?.resultType !== 'streams') throw new QueryError(`Loki answered status ${doc.status}, resultType ${doc.data?.resultType}: expected success with streams`);
   return streamLines(doc.data.result ?? []);
 }
 
 /** One message of `/loki/api/v1/tail`: `{"streams": [...], "dropped_entries": ...}`, streams as in query_range. */
 export function parseTailMessage(body: string): LogLine[] {
-  let doc: { streams?: StreamResult[] };
-  try {
-    doc = JSON.parse(body) as typeof doc;
-  } catch {
-    throw new QueryError(`Loki's tail sent something that is not JSON: ${body.slice(0, 120)}`);
-  }
+  const doc = lokiJson<{ streams?: StreamResult[] }>(body, "Loki's tail sent");
   return streamLines(doc.streams ?? []);
 }
 
@@ -55,19 +54,7 @@ function streamLines(result: StreamResult[]): LogLine[] {
       // Without the categorize-labels encoding flag Loki folds structured
       // metadata into the stream's labels; with it, it comes as a third element.
       const labels = { ...s.stream, ...(v[2]?.structuredMetadata ?? {}), ...(v[2]?.parsed ?? {}) };
-      const line: LogLine = {
-        ns: BigInt(v[0]),
-        message: v[1],
-        stream: labels[L.stream] ?? '',
-        pod: labels[L.pod] ?? '',
-        container: labels[L.container] ?? '',
-        restart: Number(labels[L.restart] ?? 0),
-        id: labels[L.id] ?? '',
-      };
-      for (const k of ['namespace', 'job', 'podUid', 'node'] as const) if (labels[L[k]] !== undefined) line[k] = labels[L[k]];
-      const flags = readFlags((x) => labels[L[x]], RECORD_FLAGS);
-      if (flags) line.flags = flags;
-      out.push(line);
+      out.push(lineOf(BigInt(v[0]), v[1], (f) => labels[L[f]]));
     }
   }
   return out.sort((a, b) => (a.ns < b.ns ? -1 : a.ns > b.ns ? 1 : 0));

@@ -1,4 +1,4 @@
-import type { RecordFlag } from '../contract/record.ts';
+import { RECORD_FLAGS, type RecordField, type RecordFlag } from '../contract/record.ts';
 
 /** One log line as a query API returns it: what `kubectl logs` prints, what orders it, and the record's other fields where the server kept them. */
 export interface LogLine {
@@ -26,6 +26,26 @@ export function readFlags(get: (flag: RecordFlag) => unknown, names: readonly Re
     return v === true || v === 'true';
   });
   return set.length ? set : undefined;
+}
+
+/**
+ * A line from one stored record, whichever server returned it: `get` reads a
+ * field by its contract name (each client maps that to the names its sink's
+ * encoder wrote, src/contract/record.ts). The required fields read as '' (and
+ * restart as 0) when absent; an optional one is kept when `present` says so.
+ * Every client reads the same fields the same way here, so a line from Loki,
+ * VictoriaLogs or Elasticsearch prints alike.
+ */
+export function lineOf(ns: bigint, message: string, get: (field: RecordField) => unknown, present: (value: unknown) => boolean = (v) => v !== undefined): LogLine {
+  const text = (f: RecordField) => String(get(f) ?? '');
+  const line: LogLine = { ns, message, stream: text('stream'), pod: text('pod'), container: text('container'), restart: Number(get('restart') ?? 0), id: text('id') };
+  for (const k of ['namespace', 'job', 'podUid', 'node'] as const) {
+    const v = get(k);
+    if (present(v)) line[k] = String(v);
+  }
+  const flags = readFlags(get, RECORD_FLAGS);
+  if (flags) line.flags = flags;
+  return line;
 }
 
 /** What to fetch: one Job's lines, narrowed as the kubectl-like flags ask. */

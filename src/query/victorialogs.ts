@@ -1,7 +1,7 @@
 import { DOCUMENT_FIELDS, LOKI_FIELDS, OTLP_ATTRIBUTES, RECORD_FLAGS, type RecordField } from '../contract/record.ts';
 import { httpLines, httpText, under, type HttpOptions } from './http.ts';
 import { pager } from './pager.ts';
-import { formatTimeNs, parseTimeNs, QueryError, readFlags, type JobRun, type LogLine, type LogQuery, type QueryClient, type TailOptions } from './types.ts';
+import { formatTimeNs, lineOf, parseTimeNs, QueryError, type JobRun, type LogLine, type LogQuery, type QueryClient, type TailOptions } from './types.ts';
 
 /** Where each sink's metadata lands in VictoriaLogs: the names the sidecar's encoders write (src/contract/record.ts). */
 export type FieldMap = Record<RecordField, string>;
@@ -138,11 +138,8 @@ export class VictoriaLogsClient implements QueryClient {
     const r = JSON.parse(raw) as Record<string, string | undefined>;
     const ns = parseTimeNs(r._time ?? '');
     if (ns === undefined) throw new QueryError(`VictoriaLogs returned a row without a usable _time: ${raw.slice(0, 200)}`);
-    const line: LogLine = { ns, stream: r[f.stream] ?? '', message: r._msg ?? '', pod: r[f.pod] ?? '', container: r[f.container] ?? '', restart: Number(r[f.restart] ?? 0), id: r[f.id] ?? '' };
-    for (const k of ['namespace', 'job', 'podUid', 'node'] as const) if (r[f[k]]) line[k] = r[f[k]];
-    const flags = readFlags((x) => r[f[x]], RECORD_FLAGS);
-    if (flags) line.flags = flags;
-    return line;
+    // VictoriaLogs answers '' for a field a row does not have: an empty optional field is absent.
+    return lineOf(ns, r._msg ?? '', (x) => r[f[x]], (v) => !!v);
   }
 
   /**

@@ -17,7 +17,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DELIVERY_ANNOTATION, type Delivery } from '../../harvester/report.ts';
+import { DELIVERY_ANNOTATION, type DeliveryRecord } from '../../harvester/report.ts';
 import { INJECTED_LABEL } from '../../src/contract/harvest.ts';
 import { NAMES } from '../../src/contract/env.ts';
 import { encodeTermination } from '../../src/contract/termination.ts';
@@ -71,8 +71,8 @@ function fleetJob(name: string, i: number): V1Job {
   };
 }
 
-function unsigned(raw: string): Delivery {
-  const { sig, ...d } = JSON.parse(raw) as Delivery & { sig?: string };
+function unsigned(raw: string): DeliveryRecord {
+  const { sig, ...d } = JSON.parse(raw) as DeliveryRecord & { sig?: string };
   expect(sig).toMatch(/^v2\.[A-Za-z0-9_-]{8}\./);
   return d;
 }
@@ -99,7 +99,7 @@ describe('a fleet of 50 Jobs on KWOK nodes', () => {
       }
 
       // Every record, read as the harvester writes it, before the TTL takes the Job.
-      const records = new Map<string, Delivery>();
+      const records = new Map<string, DeliveryRecord>();
       await waitFor(
         `${JOBS} delivery records`,
         async () => {

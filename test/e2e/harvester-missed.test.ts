@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HOLD_ANNOTATION } from '../../harvester/hold.ts';
-import { DELIVERY_ANNOTATION, type Delivery } from '../../harvester/report.ts';
+import { DELIVERY_ANNOTATION, type DeliveryRecord } from '../../harvester/report.ts';
 import { INJECTED_LABEL, STATUS_ANNOTATION } from '../../src/contract/harvest.ts';
 import { useCluster, waitFor } from '../harness/cluster/client.ts';
 import { numberedLines, shellJob, Stack } from '../harness/kubelet/stack.ts';
@@ -60,8 +60,8 @@ function recordJobs(ns: string): { versions: Map<string, Array<{ type: string; j
 }
 
 /** The record without its signature, which must be there. */
-function unsigned(raw: string): Delivery {
-  const { sig, ...d } = JSON.parse(raw) as Delivery & { sig?: string };
+function unsigned(raw: string): DeliveryRecord {
+  const { sig, ...d } = JSON.parse(raw) as DeliveryRecord & { sig?: string };
   expect(sig).toMatch(/^v2\.[A-Za-z0-9_-]{8}\./);
   return d;
 }
@@ -103,7 +103,7 @@ describe('Jobs that missed injection', () => {
     const records = await waitFor(
       'the 20 delivery records',
       async () => {
-        const found = new Map<string, { delivery: Delivery; job: V1Job }>();
+        const found = new Map<string, { delivery: DeliveryRecord; job: V1Job }>();
         for (const [name, vs] of jobs.versions) {
           const v = vs.find((x) => x.type !== 'DELETED' && x.job.metadata?.annotations?.[DELIVERY_ANNOTATION]);
           if (v) found.set(name, { delivery: unsigned(v.job.metadata!.annotations![DELIVERY_ANNOTATION]!), job: v.job });

@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HOLD_ANNOTATION } from '../../harvester/hold.ts';
-import { DELIVERY_ANNOTATION, type Delivery } from '../../harvester/report.ts';
+import { DELIVERY_ANNOTATION, type DeliveryRecord } from '../../harvester/report.ts';
 import { ENV } from '../../src/contract/env.ts';
 import { kubeConfigFor, useCluster, waitFor } from '../harness/cluster/client.ts';
 import { shellJob, Stack } from '../harness/kubelet/stack.ts';
@@ -45,11 +45,11 @@ async function held(ns: string, name: string): Promise<V1Job> {
   }, { timeoutMs: 120_000, intervalMs: 200 });
 }
 
-async function delivered(ns: string, name: string, timeoutMs: number): Promise<Delivery> {
+async function delivered(ns: string, name: string, timeoutMs: number): Promise<DeliveryRecord> {
   return waitFor(`the delivery record of ${ns}/${name}`, async () => {
     const raw = (await stack.batch.readNamespacedJob({ name, namespace: ns })).metadata?.annotations?.[DELIVERY_ANNOTATION];
     if (!raw) return undefined;
-    const { sig, ...d } = JSON.parse(raw) as Delivery & { sig?: string };
+    const { sig, ...d } = JSON.parse(raw) as DeliveryRecord & { sig?: string };
     expect(sig).toMatch(/^v2\.[A-Za-z0-9_-]{8}\./);
     return d;
   }, { timeoutMs, intervalMs: 250 });

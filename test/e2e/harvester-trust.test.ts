@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { INJECTED_LABEL, STATUS_ANNOTATION } from '../../src/contract/harvest.ts';
 import { SIGNATURE_ANNOTATION } from '../../src/contract/signature.ts';
 import { DELIVERY_ANNOTATION, HOLD_ANNOTATION } from '../../src/contract/harvest.ts';
-import type { Delivery } from '../../harvester/report.ts';
+import type { DeliveryRecord } from '../../harvester/report.ts';
 import { useCluster, waitFor } from '../harness/cluster/client.ts';
 import { numberedLines, shellJob, Stack } from '../harness/kubelet/stack.ts';
 
@@ -66,13 +66,13 @@ afterAll(async () => {
   await stack?.stop();
 }, 120_000);
 
-async function record(ns: string, name: string): Promise<{ job: V1Job; delivery: Delivery & { sig?: string } }> {
+async function record(ns: string, name: string): Promise<{ job: V1Job; delivery: DeliveryRecord & { sig?: string } }> {
   return waitFor(
     `the delivery record on ${ns}/${name}`,
     async () => {
       const job = await stack.batch.readNamespacedJob({ name, namespace: ns });
       const raw = job.metadata?.annotations?.[DELIVERY_ANNOTATION];
-      const d = raw ? (JSON.parse(raw) as Delivery & { sig?: string }) : undefined;
+      const d = raw ? (JSON.parse(raw) as DeliveryRecord & { sig?: string }) : undefined;
       // Only the harvester's own (signed) record counts; a forged one is there from the start.
       return d?.sig ? { job, delivery: d } : undefined;
     },

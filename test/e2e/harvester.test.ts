@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeTermination } from '../../src/contract/termination.ts';
 import { HOLD_ANNOTATION } from '../../harvester/hold.ts';
-import { DELIVERY_ANNOTATION, type Delivery } from '../../harvester/report.ts';
+import { DELIVERY_ANNOTATION, type DeliveryRecord } from '../../harvester/report.ts';
 import { useCluster, waitFor } from '../harness/cluster/client.ts';
 import { numberedLines, shellJob, Stack } from '../harness/kubelet/stack.ts';
 import { destinationsFile, startHarvester, type HarvesterProcess } from '../support/harvester-process.ts';
@@ -69,8 +69,8 @@ function recordJob(ns: string, name: string): { versions: Array<{ type: string; 
  * is no report. Its usage is checked here and left out of what is returned:
  * its run time is the clock's, so the cases compare the counts exactly.
  */
-function unsigned(raw: string): Delivery {
-  const { sig, usage, ...d } = JSON.parse(raw) as Delivery & { sig?: string };
+function unsigned(raw: string): DeliveryRecord {
+  const { sig, usage, ...d } = JSON.parse(raw) as DeliveryRecord & { sig?: string };
   expect(sig).toMatch(/^v2\.[A-Za-z0-9_-]{8}\./);
   expect(usage?.pods, "every pod's requests and run time recorded").toBe(d.pods);
   // The kubelet's times are whole seconds: a pod of less than one may read 0.
@@ -78,7 +78,7 @@ function unsigned(raw: string): Delivery {
   return d;
 }
 
-function deliveryIn(rec: ReturnType<typeof recordJob>): { job: V1Job; delivery: Delivery; at: number } | undefined {
+function deliveryIn(rec: ReturnType<typeof recordJob>): { job: V1Job; delivery: DeliveryRecord; at: number } | undefined {
   const v = rec.versions.find((x) => x.type !== 'DELETED' && x.job.metadata?.annotations?.[DELIVERY_ANNOTATION]);
   return v ? { job: v.job, delivery: unsigned(v.job.metadata!.annotations![DELIVERY_ANNOTATION]!), at: v.at } : undefined;
 }
@@ -93,7 +93,7 @@ function anotherHarvester(args: string[], destinations?: string): HarvesterProce
   return startHarvester(cluster.info, { name: 'jobharvest-hv', ...stack.harvesterFiles, ...(destinations ? { destinationsFile: destinations } : {}), args: ['--lease-seconds', '3', ...args] });
 }
 
-async function delivered(ns: string, name: string): Promise<{ job: V1Job; delivery: Delivery }> {
+async function delivered(ns: string, name: string): Promise<{ job: V1Job; delivery: DeliveryRecord }> {
   return waitFor(
     `the delivery annotation on ${ns}/${name}`,
     async () => {

@@ -19,7 +19,7 @@
  */
 import { CustomObjectsApi, Watch, type V1Job, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DELIVERY_ANNOTATION, type Delivery } from '../../harvester/report.ts';
+import { DELIVERY_ANNOTATION, type DeliveryRecord } from '../../harvester/report.ts';
 import { useCluster, waitFor } from '../harness/cluster/client.ts';
 import { JOBSET_GROUP, JOBSET_VERSION, JobSetController, type JobSetObject } from '../harness/jobset/controller.ts';
 import { Stack } from '../harness/kubelet/stack.ts';
@@ -182,8 +182,8 @@ async function qosOf(ns: string, spec: Record<string, unknown>): Promise<string>
   return pod.status?.qosClass ?? '?';
 }
 
-function unsigned(raw: string): Delivery {
-  const { sig, ...d } = JSON.parse(raw) as Delivery & { sig?: string };
+function unsigned(raw: string): DeliveryRecord {
+  const { sig, ...d } = JSON.parse(raw) as DeliveryRecord & { sig?: string };
   expect(sig, 'the delivery record is signed').toMatch(/^v2\.[A-Za-z0-9_-]{8}\./);
   return d;
 }
@@ -246,7 +246,7 @@ describe('JobSet (the pinned release, as a real controller)', () => {
       expect(done.transition - initDoneAt, 'the nodes trained for longer than the TTL jobharvest would have given the initializer').toBeGreaterThan(10 * NS_TTL * 1000);
 
       // Delivery records: every child, seen on the Job (the watch keeps every version, so a record is seen even if the JobSet's TTL comes first).
-      const deliveries = new Map<string, Delivery>();
+      const deliveries = new Map<string, DeliveryRecord>();
       await waitFor(
         'a delivery record on every child Job',
         () => {

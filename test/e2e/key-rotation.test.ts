@@ -22,7 +22,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DELIVERY_ANNOTATION, HOLD_ANNOTATION } from '../../src/contract/harvest.ts';
 import { keyFromText, keyId, SIGNATURE_ANNOTATION, type SigningKey } from '../../src/contract/signature.ts';
 import { deliveryRecordOf } from '../../harvester/hold.ts';
-import type { Delivery } from '../../harvester/report.ts';
+import type { DeliveryRecord } from '../../harvester/report.ts';
 import { useCluster, waitFor } from '../harness/cluster/client.ts';
 import { numberedLines, shellJob, Stack } from '../harness/kubelet/stack.ts';
 import { signingKeyFile, startHarvester, type HarvesterProcess } from '../support/harvester-process.ts';
@@ -80,14 +80,14 @@ async function held(ns: string, name: string): Promise<V1Job> {
  * The record's counts: its cost fields (`usage`) are checked here, that every
  * pod the record counts was measured, and left out of what is compared.
  */
-function withoutUsage(delivery: Delivery): Delivery {
+function withoutUsage(delivery: DeliveryRecord): DeliveryRecord {
   const { usage, ...counts } = delivery;
   expect(usage?.pods, "every pod's requests and run time recorded").toBe(counts.pods);
   return counts;
 }
 
 /** The Job once it carries a delivery record; the record is read back with `key` only. */
-async function recorded(ns: string, name: string, key: SigningKey): Promise<{ job: V1Job; delivery: Delivery; sig: string }> {
+async function recorded(ns: string, name: string, key: SigningKey): Promise<{ job: V1Job; delivery: DeliveryRecord; sig: string }> {
   return waitFor(
     `the delivery record on ${ns}/${name}`,
     async () => {
@@ -116,7 +116,7 @@ function recordJobs(ns: string): { versions: Array<{ type: string; job: V1Job }>
 }
 
 /** The first version of `name` the watch saw with a delivery record, the record read back with `key` only. */
-async function recordedIn(rec: ReturnType<typeof recordJobs>, name: string, key: SigningKey): Promise<{ job: V1Job; delivery: Delivery; sig: string }> {
+async function recordedIn(rec: ReturnType<typeof recordJobs>, name: string, key: SigningKey): Promise<{ job: V1Job; delivery: DeliveryRecord; sig: string }> {
   const job = await waitFor(
     `the delivery record on ${name}`,
     async () => rec.versions.find((v) => v.type !== 'DELETED' && v.job.metadata?.name === name && v.job.metadata.annotations?.[DELIVERY_ANNOTATION])?.job,

@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { keyFromText, type SigningKey } from '../../src/contract/signature.ts';
 import { STATUS_ANNOTATION } from '../../src/contract/harvest.ts';
-import { DELIVERY_ANNOTATION, type Delivery } from '../../harvester/report.ts';
+import { DELIVERY_ANNOTATION, type DeliveryRecord } from '../../harvester/report.ts';
 import { verifyInjection } from '../../harvester/trust.ts';
 import { useCluster, waitFor } from '../harness/cluster/client.ts';
 import { followJob } from '../harness/kubelet/follow-job.ts';
@@ -186,10 +186,10 @@ function recordPods(): () => void {
 }
 const qosAfter = (job: string) => [...(qosSeen.get(job) ?? [])].join(',') || '?';
 
-function deliveryIn(rec: ReturnType<typeof recordJob>): Delivery | undefined {
+function deliveryIn(rec: ReturnType<typeof recordJob>): DeliveryRecord | undefined {
   const v = rec.versions.find((x) => x.type !== 'DELETED' && x.job.metadata?.annotations?.[DELIVERY_ANNOTATION]);
   if (!v) return undefined;
-  const { sig, ...d } = JSON.parse(v.job.metadata!.annotations![DELIVERY_ANNOTATION]!) as Delivery & { sig?: string };
+  const { sig, ...d } = JSON.parse(v.job.metadata!.annotations![DELIVERY_ANNOTATION]!) as DeliveryRecord & { sig?: string };
   expect(sig, 'the record is signed').toMatch(/^v2\.[A-Za-z0-9_-]{8}\./);
   return d;
 }

@@ -47,7 +47,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { DELIVERY_ANNOTATION, type Delivery } from '../../harvester/report.ts';
+import { DELIVERY_ANNOTATION, type DeliveryRecord } from '../../harvester/report.ts';
 import { NAMES } from '../../src/contract/env.ts';
 import { kubeConfigFor } from '../harness/kubelet/stack.ts';
 import { BUSYBOX_IMAGE, PAUSE_IMAGE } from '../harness/node/images.ts';
@@ -324,14 +324,14 @@ describeRealNode('pods deleted while they start', () => {
     };
   }
 
-  async function deliveryOf(namespace: string, job: string): Promise<Delivery> {
+  async function deliveryOf(namespace: string, job: string): Promise<DeliveryRecord> {
     return waitFor(
       `the delivery record of ${namespace}/${job}`,
       async () => {
         const j = await env.batch.readNamespacedJob({ name: job, namespace });
         const raw = j.metadata?.annotations?.[DELIVERY_ANNOTATION];
         if (raw === undefined) return undefined;
-        const { sig: _sig, ...d } = JSON.parse(raw) as Delivery & { sig?: string };
+        const { sig: _sig, ...d } = JSON.parse(raw) as DeliveryRecord & { sig?: string };
         return d;
       },
       { timeoutMs: 120_000, intervalMs: 500 },

@@ -2,6 +2,7 @@ import { createServer as createHttpServer, type Server as HttpServer } from 'nod
 import { createServer as createTcpServer, type Server as TcpServer, type Socket } from 'node:net';
 import type { Readable, Transform } from 'node:stream';
 import zlib, { createGunzip } from 'node:zlib';
+import { closeServer, CountWaiters, listenLocal, localPort } from '../harness/receiver.ts';
 
 /** Counts newline-terminated records in a byte stream; nothing is kept. */
 export class LineCounter {
@@ -40,18 +41,14 @@ export interface ReceiverStats {
 
 abstract class Counting {
   readonly stats: ReceiverStats = { lines: 0, bytes: 0, wireBytes: 0, requests: 0, firstRequestAt: undefined, lastRequestAt: undefined };
-  private waiters: { lines: number; resolve: () => void }[] = [];
+  private readonly waiters = new CountWaiters(() => this.stats.lines, 'lines');
 
   protected add(c: LineCounter, wireBytes: number): void {
     this.stats.lines += c.lines;
     this.stats.bytes += c.bytes;
     this.stats.wireBytes += wireBytes;
     this.stats.lastRequestAt = Date.now();
-    this.waiters = this.waiters.filter((w) => {
-      if (this.stats.lines < w.lines) return true;
-      w.resolve();
-      return false;
-    });
+    this.waiters.update();
   }
 
   protected seen(): void {
@@ -61,11 +58,7 @@ abstract class Counting {
 
   /** Resolves once `lines` records have been counted. */
   waitForLines(lines: number, timeoutMs: number): Promise<void> {
-    if (this.stats.lines >= lines) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`received ${this.stats.lines} of ${lines} lines after ${timeoutMs} ms`)), timeoutMs);
-      this.waiters.push({ lines, resolve: () => (clearTimeout(timer), resolve()) });
-    });
+    return this.waiters.wait(lines, timeoutMs);
   }
 }
 
@@ -123,19 +116,16 @@ export class CountingHttpReceiver extends Counting {
         res.end(String(err));
       });
     });
-    await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+    await listenLocal(server, port);
     return r;
   }
 
   get url(): string {
-    const a = this.server.address();
-    if (!a || typeof a === 'string') throw new Error('not listening');
-    return `http://127.0.0.1:${a.port}`;
+    return `http://127.0.0.1:${localPort(this.server)}`;
   }
 
   close(): Promise<void> {
-    this.server.closeAllConnections();
-    return new Promise((resolve) => this.server.close(() => resolve()));
+    return closeServer(this.server);
   }
 }
 
@@ -161,14 +151,12 @@ export class CountingTcpReceiver extends Counting {
       });
       s.once('close', () => r.sockets.delete(s));
     });
-    await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+    await listenLocal(server, port);
     return r;
   }
 
   get port(): number {
-    const a = this.server.address();
-    if (!a || typeof a === 'string') throw new Error('not listening');
-    return a.port;
+    return localPort(this.server);
   }
 
   close(): Promise<void> {

@@ -1,7 +1,6 @@
 // A small NDJSON log server for tests: stores what its handler accepts.
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import zlib, { gunzipSync } from 'node:zlib';
+import { closeServer, decodeBody, listenLocal, localPort } from '../harness/receiver.ts';
 
 export interface Doc {
   message: string;
@@ -24,9 +23,7 @@ export class NdjsonReceiver {
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       this.requests++;
-      let body: Buffer = Buffer.concat(chunks);
-      if (req.headers['content-encoding'] === 'gzip') body = gunzipSync(body);
-      else if (req.headers['content-encoding'] === 'zstd') body = (zlib as unknown as { zstdDecompressSync(b: Buffer): Buffer }).zstdDecompressSync(body);
+      const body = decodeBody(Buffer.concat(chunks), req.headers['content-encoding']);
       const docs = body.toString('utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Doc);
       this.received.push(...docs);
       if (this.handler(docs, req, res) === true) {
@@ -37,13 +34,12 @@ export class NdjsonReceiver {
   });
 
   async start(): Promise<this> {
-    await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', r));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/ingest`;
+    await listenLocal(this.server);
+    this.url = `http://127.0.0.1:${localPort(this.server)}/ingest`;
     return this;
   }
 
   async stop(): Promise<void> {
-    this.server.closeAllConnections();
-    await new Promise((r) => this.server.close(r));
+    await closeServer(this.server);
   }
 }

@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { DeliveryTotals, OTHER, recordResult } from '../../harvester/delivery-totals.ts';
 import { harvesterRegistry, WatchStats } from '../../harvester/metrics.ts';
-import type { Delivery } from '../../src/contract/harvest.ts';
+import type { DeliveryRecord } from '../../src/contract/harvest.ts';
 import { dashboardQueries, metricNames } from '../harness/prometheus/rules.ts';
 import { programMetricNames } from '../support/metric-registries.ts';
 
@@ -80,7 +80,7 @@ describe('metric names the dashboard and the alerts read', () => {
   });
 });
 
-const delivery = (o: Partial<Delivery> = {}): Delivery => ({ sink: 'loki', pods: 1, shipped: 10, lost: 0, unaccounted: 0, ...o });
+const delivery = (o: Partial<DeliveryRecord> = {}): DeliveryRecord => ({ sink: 'loki', pods: 1, shipped: 10, lost: 0, unaccounted: 0, ...o });
 
 describe('the delivery metrics', () => {
   it('a record is complete only with nothing lost, unaccounted or gapped', () => {

@@ -247,7 +247,7 @@ describe('the webhook drops, on every skip path, a signature that does not verif
     it(`${what}: skipped (${reason}), allowed, signature and label removed, and a warning says why`, async () => {
       const r = await review(reviewOf(object).request as never, { ...withKey, ...(over ?? {}) });
       expect(r.review.response.allowed).toBe(true);
-      expect(r.outcome).toMatchObject({ kind: 'skipped', reason });
+      expect(r.disposition).toMatchObject({ kind: 'skipped', reason });
       const patch = decodePatch(r.review.response);
       const removed = patch.filter((op) => op.op === 'remove').map((op) => op.path);
       expect(removed).toContain('/metadata/labels/jobharvest.io~1injected');
@@ -260,7 +260,7 @@ describe('the webhook drops, on every skip path, a signature that does not verif
   it("the webhook's own Job on reinvocation (as the API server stored it) keeps its signature: no patch", async () => {
     const own = asStored(injected());
     const r = await review(reviewOf(own).request as never, withKey);
-    expect(r.outcome).toMatchObject({ kind: 'skipped', reason: 'already-injected' });
+    expect(r.disposition).toMatchObject({ kind: 'skipped', reason: 'already-injected' });
     expect(r.review.response.patch).toBeUndefined();
     expect(r.review.response.warnings).toBeUndefined();
   });

@@ -2,15 +2,14 @@
 // user headers, with the request bodies compressed by the configured codec. Built on node:http so
 // the sidecar needs no HTTP library and can pass a custom CA and client
 // certificate straight to the agent.
-import { readFileSync } from 'node:fs';
 import http, { type IncomingHttpHeaders } from 'node:http';
 import type https from 'node:https';
 import { compressBody } from '../../encode/compress.ts';
 import type { Codec } from '../../../src/contract/codec.ts';
 import { log } from '../../log.ts';
-import { ConfigError, type EngineOptions } from '../../config.ts';
+import type { EngineOptions } from '../../config.ts';
 import { buildRequest } from '../../delivery/request-error.ts';
-import { ENV } from '../../../src/contract/env.ts';
+import { readTlsFiles } from '../tls-files.ts';
 
 export interface HttpResponse {
   readonly status: number;
@@ -36,15 +35,6 @@ const MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
  * request in flight, for as long as it keeps answering so.
  */
 export const MAX_ERROR_RESPONSE_BYTES = 64 * 1024;
-
-function readPem(file: string | undefined, key: keyof typeof ENV): Buffer | undefined {
-  if (!file) return undefined;
-  try {
-    return readFileSync(file);
-  } catch (err) {
-    throw new ConfigError([`${ENV[key].name}: cannot read ${file}: ${(err as Error).message}`]);
-  }
-}
 
 export interface HttpClientEvents {
   /** The server refused the configured codec and took the same body as gzip; called once per client. */
@@ -82,10 +72,7 @@ export class HttpClient {
       keepAlive: true,
       maxSockets,
       ...lookup,
-      ca: readPem(cfg.tls.caFile, 'TLS_CA_FILE'),
-      cert: readPem(cfg.tls.certFile, 'TLS_CERT_FILE'),
-      key: readPem(cfg.tls.keyFile, 'TLS_KEY_FILE'),
-      rejectUnauthorized: !cfg.tls.insecureSkipVerify,
+      ...readTlsFiles(cfg.tls),
     };
     this.baseHeaders = { 'user-agent': 'jobharvest-sidecar', ...cfg.headers };
     if (cfg.auth.token) this.baseHeaders.authorization = `${cfg.auth.scheme} ${cfg.auth.token}`;

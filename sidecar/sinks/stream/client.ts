@@ -1,11 +1,11 @@
 // Plain TCP or TLS client connections for the stream sinks (syslog and
 // forward): tcp://host:port or tls://host:port, with the sidecar's TLS
 // material (custom CA, client certificate) read once at start-up.
-import { readFileSync } from 'node:fs';
 import { isIP, Socket, connect as netConnect, type LookupFunction } from 'node:net';
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 import { ENV } from '../../../src/contract/env.ts';
 import { ConfigError, type EngineOptions } from '../../config.ts';
+import { readTlsFiles } from '../tls-files.ts';
 
 export interface StreamEndpoint {
   readonly host: string;
@@ -16,15 +16,6 @@ export interface StreamEndpoint {
   readonly label: string;
   /** Resolves `host` when it is dialled (EngineOptions.lookup); absent: the system resolver. */
   readonly lookup?: LookupFunction;
-}
-
-function readPem(file: string | undefined, key: keyof typeof ENV): Buffer | undefined {
-  if (!file) return undefined;
-  try {
-    return readFileSync(file);
-  } catch (err) {
-    throw new ConfigError([`${ENV[key].name}: cannot read ${file}: ${(err as Error).message}`]);
-  }
 }
 
 export function streamEndpoint(cfg: EngineOptions, defaultPort: number, sinkName: string): StreamEndpoint {
@@ -43,10 +34,7 @@ export function streamEndpoint(cfg: EngineOptions, defaultPort: number, sinkName
     port,
     // SNI takes names only.
     servername: isIP(host) ? undefined : host,
-    ca: readPem(cfg.tls.caFile, 'TLS_CA_FILE'),
-    cert: readPem(cfg.tls.certFile, 'TLS_CERT_FILE'),
-    key: readPem(cfg.tls.keyFile, 'TLS_KEY_FILE'),
-    rejectUnauthorized: !cfg.tls.insecureSkipVerify,
+    ...readTlsFiles(cfg.tls),
   };
   return { host, port, tls, label, ...lookup };
 }

@@ -5,6 +5,7 @@
 //   frame = TXNR SP COMMAND SP DATALEN [SP DATA] LF
 // A batch's messages are pipelined; a broken connection fails every
 // unanswered message, and the delivery stage resends the batch.
+import { PendingAnswers, writeAndAwait, type Answer } from '../stream/acks.ts';
 import { Connector, Link, openStream, untilAborted, type StreamEndpoint } from '../stream/client.ts';
 import type { SyslogTransport } from './octet.ts';
 import type { SendResult } from '../../delivery/sink.ts';
@@ -72,11 +73,9 @@ export class RelpParser {
   }
 }
 
-type Answer = { readonly ok: true } | { readonly ok: false; readonly reason: string };
-
 class RelpSession {
   private nextTxnr = 1;
-  private readonly waiting = new Map<number, (a: Answer) => void>();
+  private readonly waiting = new PendingAnswers<number>();
   private readonly parser = new RelpParser();
 
   constructor(readonly link: Link) {
@@ -108,17 +107,14 @@ class RelpSession {
       return;
     }
     if (f.command !== 'rsp') return;
-    const settle = this.waiting.get(f.txnr);
-    if (!settle) return;
-    this.waiting.delete(f.txnr);
-    const text = f.data.toString('utf8');
-    settle(text.startsWith('200') ? { ok: true } : { ok: false, reason: `RELP answered ${text.split('\n')[0]!.slice(0, 200)}` });
+    this.waiting.settle(f.txnr, () => {
+      const text = f.data.toString('utf8');
+      return text.startsWith('200') ? { ok: true } : { ok: false, reason: `RELP answered ${text.split('\n')[0]!.slice(0, 200)}` };
+    });
   }
 
   private failAll(why: string): void {
-    const w = [...this.waiting.values()];
-    this.waiting.clear();
-    for (const settle of w) settle({ ok: false, reason: why });
+    this.waiting.failAll(why);
   }
 
   private take(): number {
@@ -133,20 +129,10 @@ class RelpSession {
     const answers: Promise<Answer>[] = [];
     for (const p of payloads) {
       const txnr = this.take();
-      answers.push(new Promise<Answer>((resolve) => this.waiting.set(txnr, resolve)));
+      answers.push(this.waiting.expect(txnr));
       frames.push(relpFrame(txnr, command, p));
     }
-    const failed = await this.link.write(Buffer.concat(frames), timeoutMs);
-    if (failed !== undefined) {
-      this.destroy(failed);
-      return { ok: false, reason: failed };
-    }
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<Answer>((resolve) => {
-      timer = setTimeout(() => resolve({ ok: false, reason: `no RELP answer within ${timeoutMs} ms` }), timeoutMs);
-    });
-    const all = Promise.all(answers).then((as) => as.find((a) => !a.ok) ?? ({ ok: true } as const));
-    const r = await Promise.race([all, timeout]).finally(() => clearTimeout(timer));
+    const r = await writeAndAwait(this.link, Buffer.concat(frames), answers, timeoutMs, `no RELP answer within ${timeoutMs} ms`, (why) => this.destroy(why));
     // An unanswered message leaves the session in an unknown state: start over.
     if (!r.ok && r.reason.startsWith('no RELP answer')) this.destroy(r.reason);
     return r;

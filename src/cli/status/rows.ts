@@ -7,7 +7,7 @@
  * signed it, checked with the signing key, never assumed.
  */
 import { Document, visit, type Scalar } from 'yaml';
-import { DELIVERY_ANNOTATION, HOLD_ANNOTATION, LOGS_URL_ANNOTATION, parseDelivery, STATUS_ANNOTATION, type Delivery, type DeliveryUsage } from '../../contract/harvest.ts';
+import { DELIVERY_ANNOTATION, HOLD_ANNOTATION, LOGS_URL_ANNOTATION, parseDelivery, STATUS_ANNOTATION, type DeliveryRecord, type DeliveryUsage } from '../../contract/harvest.ts';
 import { checkSignedJson, keyId, PURPOSE, signatureKeyId, type SigningKey } from '../../contract/signature.ts';
 import { applyPolicy, escapeJsonControls, type ControlPolicy } from '../terminal.ts';
 
@@ -100,7 +100,7 @@ export function phaseOf(job: JobLike): string {
  * record no key verifies reads `other-key` when its signature names a key id
  * none of them has, `invalid` otherwise.
  */
-export function checkRecord(job: JobLike, keys: readonly SigningKey[] | undefined): { state: RecordState; delivery?: Delivery; keyId?: string } {
+export function checkRecord(job: JobLike, keys: readonly SigningKey[] | undefined): { state: RecordState; delivery?: DeliveryRecord; keyId?: string } {
   const text = job.metadata?.annotations?.[DELIVERY_ANNOTATION];
   if (text === undefined) return { state: 'none' };
   const parsed = json(text);
@@ -117,7 +117,7 @@ export function checkRecord(job: JobLike, keys: readonly SigningKey[] | undefine
 }
 
 /** The TTL and who holds it, from the Job, its status annotation, its hold and its record. */
-export function ttlOf(job: JobLike, delivery: Delivery | undefined): StatusRow['ttl'] {
+export function ttlOf(job: JobLike, delivery: DeliveryRecord | undefined): StatusRow['ttl'] {
   const seconds = job.spec?.ttlSecondsAfterFinished ?? undefined;
   const ann = job.metadata?.annotations ?? {};
   const leftTo = json(ann[STATUS_ANNOTATION])?.ttlLeftTo;

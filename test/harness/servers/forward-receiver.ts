@@ -1,9 +1,7 @@
-import type { ChildProcess } from 'node:child_process';
-import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync, type WriteStream } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { canConnect, freePort } from '../../support/ports.ts';
-import { exited, spawnLogged, tailFile, terminate, waitStarted } from '../../support/process.ts';
+import { ReceiverProcess } from '../receiver.ts';
 import { OTELCOL, ensureGoProgram } from './go-build.ts';
 
 /** One log record as the collector wrote it: body, attributes and time. */
@@ -32,14 +30,10 @@ function plain(v: OtlpValue | undefined): string | number | boolean {
  * chunk. The file is appended to across restarts; a SIGTERM restart flushes
  * it first.
  */
-export class ForwardReceiver {
-  private child: ChildProcess | undefined;
-  private logStream: WriteStream | undefined;
-  readonly dir = mkdtempSync(join(tmpdir(), 'jh-forward-'));
-  private constructor(
-    private readonly bin: string,
-    readonly port: number,
-  ) {}
+export class ForwardReceiver extends ReceiverProcess {
+  private constructor(bin: string, port: number) {
+    super(bin, port, 'jh-forward-', { name: 'otelcol', logName: 'otelcol.log', startTimeoutMs: 30_000 });
+  }
 
   static async start(): Promise<ForwardReceiver> {
     const r = new ForwardReceiver(ensureGoProgram(OTELCOL), await freePort());
@@ -53,9 +47,6 @@ export class ForwardReceiver {
   }
   get outFile(): string {
     return join(this.dir, 'logs.jsonl');
-  }
-  get logFile(): string {
-    return join(this.dir, 'otelcol.log');
   }
 
   private writeConfig(): void {
@@ -72,31 +63,18 @@ export class ForwardReceiver {
     );
   }
 
-  private async run(): Promise<void> {
-    this.logStream ??= createWriteStream(this.logFile, { flags: 'a' });
-    this.child = spawnLogged(this.bin, [`--config=file:${join(this.dir, 'config.yaml')}`], this.logStream);
-    await waitStarted(this.child, 'otelcol', () => canConnect(this.port), 30_000, this.logFile);
+  protected args(): string[] {
+    return [`--config=file:${join(this.dir, 'config.yaml')}`];
   }
 
-  /** SIGTERM (the collector shuts down gracefully, flushing the file), then start again on the same port. */
-  async restart(downMs = 0): Promise<void> {
-    if (this.child) {
-      const done = exited(this.child);
-      this.child.kill('SIGTERM');
-      await done;
-    }
-    if (downMs > 0) await new Promise((r) => setTimeout(r, downMs));
-    await this.run();
+  protected ready(): Promise<boolean> {
+    return canConnect(this.port);
   }
 
   /** Every record written so far (complete lines only; the exporter writes one request per line). */
   received(): ReceivedForward[] {
-    if (!existsSync(this.outFile)) return [];
     const out: ReceivedForward[] = [];
-    const text = readFileSync(this.outFile, 'utf8');
-    const complete = text.slice(0, text.lastIndexOf('\n') + 1);
-    for (const line of complete.split('\n')) {
-      if (line === '') continue;
+    for (const line of this.outputLines(this.outFile, true)) {
       const req = JSON.parse(line) as {
         resourceLogs?: Array<{ scopeLogs?: Array<{ logRecords?: Array<{ body?: OtlpValue; timeUnixNano?: string; attributes?: Array<{ key: string; value: OtlpValue }> }> }> }>;
       };
@@ -109,16 +87,5 @@ export class ForwardReceiver {
           }
     }
     return out;
-  }
-
-  logTail(lines = 40): string {
-    return tailFile(this.logFile, lines);
-  }
-
-  async dispose(): Promise<void> {
-    if (this.child) await terminate(this.child);
-    this.child = undefined;
-    this.logStream?.end();
-    rmSync(this.dir, { recursive: true, force: true });
   }
 }

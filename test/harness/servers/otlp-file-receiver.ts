@@ -1,9 +1,7 @@
-import type { ChildProcess } from 'node:child_process';
-import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync, type WriteStream } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { freePort } from '../../support/ports.ts';
-import { spawnLogged, tailFile, terminate, waitStarted } from '../../support/process.ts';
+import { ReceiverProcess } from '../receiver.ts';
 import { OTELCOL, ensureGoProgram } from './go-build.ts';
 
 /** An OTLP AnyValue as the collector's JSON marshaller writes it. */
@@ -47,17 +45,14 @@ const plainAttributes = (list: Array<{ key: string; value?: OtlpAnyValue }> | un
  * VictoriaLogs behind a collector would flatten a map body; the file keeps
  * the OTLP shape.
  */
-export class OtlpFileReceiver {
-  private child: ChildProcess | undefined;
-  private logStream: WriteStream | undefined;
-  readonly dir = mkdtempSync(join(tmpdir(), 'jh-otlp-file-'));
-  private constructor(
-    private readonly bin: string,
-    readonly port: number,
-  ) {}
+export class OtlpFileReceiver extends ReceiverProcess {
+  private constructor(bin: string, port: number) {
+    super(bin, port, 'jh-otlp-file-', { name: 'otelcol', logName: 'otelcol.log', startTimeoutMs: 30_000 });
+  }
 
   static async start(): Promise<OtlpFileReceiver> {
     const r = new OtlpFileReceiver(ensureGoProgram(OTELCOL), await freePort());
+    r.writeConfig();
     await r.run();
     return r;
   }
@@ -69,14 +64,10 @@ export class OtlpFileReceiver {
   get outFile(): string {
     return join(this.dir, 'logs.jsonl');
   }
-  get logFile(): string {
-    return join(this.dir, 'otelcol.log');
-  }
 
-  private async run(): Promise<void> {
-    const config = join(this.dir, 'config.yaml');
+  private writeConfig(): void {
     writeFileSync(
-      config,
+      join(this.dir, 'config.yaml'),
       JSON.stringify({
         receivers: { otlp: { protocols: { http: { endpoint: `127.0.0.1:${this.port}` } } } },
         exporters: { file: { path: this.outFile, format: 'json', append: true, flush_interval: '100ms' } },
@@ -86,19 +77,21 @@ export class OtlpFileReceiver {
         },
       }),
     );
-    this.logStream = createWriteStream(this.logFile, { flags: 'a' });
-    this.child = spawnLogged(this.bin, [`--config=file:${config}`], this.logStream);
-    // Any HTTP answer means the receiver is listening.
-    await waitStarted(this.child, 'otelcol', () => fetch(this.logsUrl, { signal: AbortSignal.timeout(1000) }).then(() => true), 30_000, this.logFile);
+  }
+
+  protected args(): string[] {
+    return [`--config=file:${join(this.dir, 'config.yaml')}`];
+  }
+
+  /** Any HTTP answer means the receiver is listening. */
+  protected ready(): Promise<boolean> {
+    return fetch(this.logsUrl, { signal: AbortSignal.timeout(1000) }).then(() => true);
   }
 
   /** Every record written so far (complete lines only; the exporter writes one request per line). */
   received(): CollectedLog[] {
-    if (!existsSync(this.outFile)) return [];
-    const text = readFileSync(this.outFile, 'utf8');
     const out: CollectedLog[] = [];
-    for (const line of text.slice(0, text.lastIndexOf('\n') + 1).split('\n')) {
-      if (line === '') continue;
+    for (const line of this.outputLines(this.outFile, true)) {
       const req = JSON.parse(line) as {
         resourceLogs?: Array<{
           resource?: { attributes?: Array<{ key: string; value?: OtlpAnyValue }> };
@@ -121,16 +114,5 @@ export class OtlpFileReceiver {
       }
     }
     return out;
-  }
-
-  logTail(lines = 40): string {
-    return tailFile(this.logFile, lines);
-  }
-
-  async dispose(): Promise<void> {
-    if (this.child) await terminate(this.child);
-    this.child = undefined;
-    this.logStream?.end();
-    rmSync(this.dir, { recursive: true, force: true });
   }
 }

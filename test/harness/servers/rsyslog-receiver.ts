@@ -1,9 +1,8 @@
-import { execFileSync, type ChildProcess } from 'node:child_process';
-import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync, type WriteStream } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { execFileSync } from 'node:child_process';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { canConnect, freePort } from '../../support/ports.ts';
-import { exited, spawnLogged, tailFile, terminate, waitStarted } from '../../support/process.ts';
+import { ReceiverProcess } from '../receiver.ts';
 import { ensureRsyslog } from './rsyslog.ts';
 
 /** Debian packages holding the TLS (gtls) netstream driver and the RELP input. */
@@ -109,15 +108,14 @@ export function parseStructuredData(text: string): Record<string, Record<string,
  * and every message written as one JSON line to a file the test reads back.
  * restart() stops it with SIGTERM and starts it again on the same port.
  */
-export class RsyslogReceiver {
-  private child: ChildProcess | undefined;
-  private logStream: WriteStream | undefined;
-  readonly dir = mkdtempSync(join(tmpdir(), 'jh-rsyslog-'));
+export class RsyslogReceiver extends ReceiverProcess {
   private constructor(
-    private readonly bin: string,
-    readonly port: number,
+    bin: string,
+    port: number,
     private readonly opts: RsyslogOptions,
-  ) {}
+  ) {
+    super(bin, port, 'jh-rsyslog-', { name: 'rsyslogd', logName: 'rsyslogd.log', startTimeoutMs: 20_000 });
+  }
 
   static async start(opts: RsyslogOptions): Promise<RsyslogReceiver> {
     const r = new RsyslogReceiver(ensureRsyslogReceiver(), await freePort(), opts);
@@ -128,9 +126,6 @@ export class RsyslogReceiver {
 
   get outFile(): string {
     return join(this.dir, 'messages.jsonl');
-  }
-  get logFile(): string {
-    return join(this.dir, 'rsyslogd.log');
   }
   get endpoint(): string {
     return `${this.opts.input.kind === 'tls' ? 'tls' : 'tcp'}://127.0.0.1:${this.port}`;
@@ -176,29 +171,18 @@ export class RsyslogReceiver {
     );
   }
 
-  private async run(): Promise<void> {
-    this.logStream ??= createWriteStream(this.logFile, { flags: 'a' });
-    this.child = spawnLogged(this.bin, ['-n', '-f', join(this.dir, 'rsyslog.conf'), '-i', join(this.dir, 'rsyslogd.pid')], this.logStream);
-    await waitStarted(this.child, 'rsyslogd', () => canConnect(this.port), 20_000, this.logFile);
+  protected args(): string[] {
+    return ['-n', '-f', join(this.dir, 'rsyslog.conf'), '-i', join(this.dir, 'rsyslogd.pid')];
   }
 
-  /** SIGTERM (rsyslog drains its queue and closes its connections), then the same config again. */
-  async restart(downMs = 0): Promise<void> {
-    if (this.child) {
-      const done = exited(this.child);
-      this.child.kill('SIGTERM');
-      await done;
-    }
-    if (downMs > 0) await new Promise((r) => setTimeout(r, downMs));
-    await this.run();
+  protected ready(): Promise<boolean> {
+    return canConnect(this.port);
   }
 
   /** Every message written so far. */
   received(): ReceivedSyslog[] {
-    if (!existsSync(this.outFile)) return [];
     const out: ReceivedSyslog[] = [];
-    for (const line of readFileSync(this.outFile, 'utf8').split('\n')) {
-      if (line === '') continue;
+    for (const line of this.outputLines(this.outFile, false)) {
       const j = JSON.parse(line) as Record<string, string>;
       out.push({
         pri: Number(j.pri),
@@ -214,16 +198,5 @@ export class RsyslogReceiver {
       });
     }
     return out;
-  }
-
-  logTail(lines = 40): string {
-    return tailFile(this.logFile, lines);
-  }
-
-  async dispose(): Promise<void> {
-    if (this.child) await terminate(this.child);
-    this.child = undefined;
-    this.logStream?.end();
-    rmSync(this.dir, { recursive: true, force: true });
   }
 }
