@@ -20,7 +20,7 @@ import { harvestApi, kubeAccess, sharedConnections, UNINJECTED_JOB_SELECTOR, wat
 import { missedInjection, missedJobKey, namespaceInjects } from './missed.ts';
 import { DEFAULT_BUDGET_BYTES, PodReports } from './pod-reports.ts';
 import { PodWatches } from './pod-watches.ts';
-import { startLeader } from './leader.ts';
+import { LeaderElector } from './leader.ts';
 import { collect, int, level } from './flags.ts';
 import { LEVELS, log, setLogLevel, type Level } from './log.ts';
 import { startMetrics, WatchStats } from './metrics.ts';
@@ -199,7 +199,7 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
     onRecord: (namespace, delivery, result) => totals.add(namespace, delivery, result),
   });
   log('info', 'harvester starting', { namespace: s.namespace, lease: s.leaseName, identity: s.identity, destinations: s.destinations.map((d) => d.name), maxHoldSeconds: s.maxHoldSeconds, concurrency: s.concurrency, signingKeys: describeKeys(s.signingKeys) });
-  const elected = startLeader(kc.makeApiClient(CoordinationV1Api), {
+  const elector = new LeaderElector(kc.makeApiClient(CoordinationV1Api), {
     namespace: s.namespace,
     name: s.leaseName,
     identity: s.identity,
@@ -286,16 +286,19 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
     },
     onStoppedLeading: () => log('info', 'no longer leading: harvests stopped'),
   });
-  current.leader = elected;
-  // The election's timers are unref'd, and a follower has nothing else
-  // pending: without this a replica that is not leading would simply exit.
+  current.leader = elector;
+  const stop = new AbortController();
+  const elected = elector.run(stop.signal);
+  // A follower has nothing else pending between rounds: without this a
+  // replica that is not leading could simply exit.
   const alive = setInterval(() => {}, 1 << 30);
   let closing = false;
   const shutdown = (signal: string): void => {
     if (closing) return;
     closing = true;
     log('info', 'shutting down', { signal });
-    void elected.stop().then(() => {
+    stop.abort();
+    void elected.then(() => {
       clearInterval(alive);
       process.exit(0);
     });
