@@ -377,7 +377,7 @@ export function watchJobPods(kc: KubeConfig, namespace: string, opts: { log: Log
 /**
  * Every namespace, added, changed or deleted, as the webhook's namespace cache
  * sees them; `onList` after each list with the names listed. The watch keeps
- * nothing: the caller keeps what it needs (harvester/main.ts: the labels and
+ * nothing: the caller keeps what it needs (harvester/term.ts: the labels and
  * annotations of the namespaces that inject, nothing of the others).
  */
 export function watchNamespaces(kc: KubeConfig, opts: { log: Log; signal: AbortSignal; onNamespace: (ns: V1Namespace, deleted: boolean) => void; onList: (names: ReadonlySet<string>) => void; stats?: WatchStats; retryMs?: number }): JobWatch {

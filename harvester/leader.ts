@@ -11,6 +11,7 @@
 //     race in one round, one loses with a 409.
 import { Observable, V1MicroTime, type ConfigurationOptions, type CoordinationV1Api, type RequestContext, type ResponseContext, type V1Lease } from '@kubernetes/client-node';
 import { checkTimings, leaseAction, observe, type LeaseView, type Observed } from './lease.ts';
+import type { Runnable } from './runnable.ts';
 
 export type LeaseApi = Pick<CoordinationV1Api, 'readNamespacedLease' | 'createNamespacedLease' | 'replaceNamespacedLease'>;
 
@@ -57,7 +58,7 @@ type Outcome = { kind: 'held' } | { kind: 'follow'; holder: string | undefined }
  * aborted; then it waits for the work (renewing meanwhile, so that no one
  * else takes over while it winds down) and gives the Lease up.
  */
-export class LeaderElector {
+export class LeaderElector implements Runnable {
   private readonly api: LeaseApi;
   private readonly opts: LeaderOptions;
   private readonly ref: { namespace: string; name: string };
@@ -318,7 +319,7 @@ export class LeaderElector {
   }
 }
 
-/** Resolves after ms, or at once when the signal is aborted. */
+/** Resolves after ms, or at once when the signal is aborted; its timer keeps the process alive meanwhile. */
 function pause(ms: number, signal: AbortSignal): Promise<void> {
   if (signal.aborted) return Promise.resolve();
   return new Promise((resolve) => {
@@ -353,8 +354,9 @@ async function within<T>(ms: number, expose: (ac: AbortController) => void, f: (
   const gaveUp = new Promise<never>((_, reject) => {
     const fail = () => reject(ac.signal.reason instanceof Error ? ac.signal.reason : new Error(String(ac.signal.reason)));
     ac.signal.addEventListener('abort', fail, { once: true });
+    // Not unref'd: with the pause between rounds, it is what keeps a follower's
+    // process alive while run() campaigns.
     timer = setTimeout(() => ac.abort(new Error(`no answer from the API server within ${Math.round(ms)} ms`)), ms);
-    timer.unref();
   });
   try {
     return await Promise.race([f(ac.signal), gaveUp]);
