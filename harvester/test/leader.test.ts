@@ -4,8 +4,8 @@ import { once } from 'node:events';
 import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { LeaderElector, type LeaderOptions, type LeaseApi } from '../../harvester/leader.ts';
-import { checkTimings, leaseAction, observe, type LeaseView } from '../../harvester/lease.ts';
+import { LeaderElector, type LeaderOptions, type LeaseApi } from '../leader.ts';
+import { checkTimings, leaseAction, observe, type LeaseView } from '../lease.ts';
 
 // client-go's defaults; the clock is fake, so real durations cost nothing.
 const TIMINGS = { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000 };

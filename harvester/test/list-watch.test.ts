@@ -6,10 +6,10 @@ import { HttpMethod, KubeConfig, RequestContext, type V1Pod } from '@kubernetes/
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { LIST_PAGE_LIMIT, REFUSED_GRACE_MS, sharedConnections, watchJobPods, type JobWatch } from '../../harvester/kube.ts';
-import type { Level } from '../../harvester/log.ts';
-import { WatchStats } from '../../harvester/metrics.ts';
-import { namespaceGoing } from '../../harvester/api-errors.ts';
+import { LIST_PAGE_LIMIT, REFUSED_GRACE_MS, sharedConnections, watchJobPods, type JobWatch } from '../kube.ts';
+import type { Level } from '../log.ts';
+import { WatchStats } from '../metrics.ts';
+import { namespaceGoing } from '../api-errors.ts';
 
 type Answer = (res: ServerResponse, q: URLSearchParams) => void;
 
