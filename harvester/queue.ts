@@ -4,7 +4,7 @@
 // reconcile, and a Job is never reconciled by two workers at once, so the
 // reconcile function may assume it alone acts on its key (at most one harvest
 // per Job at a time).
-import { untilAborted, type Runnable } from './runnable.ts';
+import type { Runnable } from './runnable.ts';
 
 export type ReconcileResult = { kind: 'done' } | { kind: 'requeue'; afterMs: number };
 
@@ -130,8 +130,13 @@ export class WorkQueue<K extends string = string> implements Runnable {
   /** Works until the signal is aborted, then shuts down and waits for the running reconciles. */
   async run(signal: AbortSignal): Promise<void> {
     this.start();
-    await untilAborted(signal);
-    await this.shutdown();
+    // Shut down within the abort itself, as the `signal` option does, so that
+    // no reconcile resumes after it with its own signal not yet aborted.
+    await new Promise<void>((resolve) => {
+      const down = (): void => resolve(this.shutdown());
+      if (signal.aborted) down();
+      else signal.addEventListener('abort', down, { once: true });
+    });
   }
 
   start(): void {

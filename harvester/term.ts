@@ -54,16 +54,18 @@ export class LeaderTerm implements Runnable {
     view.queue = queue;
     view.watches = watches;
     view.injecting = injecting;
-    signal.addEventListener(
-      'abort',
-      () => {
-        view.watches = undefined;
-        view.injecting = undefined;
-        view.queue = undefined;
-      },
-      { once: true },
-    );
-    await runAll([queue, watches, new ClusterWatches(o, queue, watches, injecting)], signal);
+    // Stopped in this order when the term ends: the queue aborts its
+    // reconciles first, then the watches that feed it, then the pod watches.
+    const running = runAll([queue, new ClusterWatches(o, queue, watches, injecting), watches], signal);
+    // After the queue's abort: a reconcile never sees the term gone while its signal is live.
+    const over = (): void => {
+      view.watches = undefined;
+      view.injecting = undefined;
+      view.queue = undefined;
+    };
+    if (signal.aborted) over();
+    else signal.addEventListener('abort', over, { once: true });
+    await running;
   }
 
   /**
