@@ -7,7 +7,7 @@ const here = import.meta.dirname;
 // Folders whose files no other folder may import: each suite keeps its own
 // fixtures, and anything shared lives in test/support/, test/harness/ or
 // test/golden/. Everything outside the suite is a target.
-const OUTSIDE = (suite) => ['./{src,sidecar,bench,scripts}/**', `./test/!(${suite})/**`];
+const OUTSIDE = (suite) => ['./{src,sidecar,harvester,bench,scripts}/**', `./test/!(${suite})/**`];
 const SUITE_ZONES = ['unit', 'integration', 'e2e', 'node'].map((suite) => ({
   target: OUTSIDE(suite),
   from: `./test/${suite}`,

@@ -11,6 +11,7 @@ import type { KubeAccess } from './ship.ts';
 import { REFUSED_GRACE_MS, statusOf } from './api-errors.ts';
 import type { Log, LogLevel } from './log.ts';
 import type { Resource, WatchStats } from './metrics.ts';
+import { untilAborted, type Runnable } from './runnable.ts';
 
 export { REFUSED_GRACE_MS, statusOf };
 
@@ -160,7 +161,8 @@ export interface ListWatchOptions<T> {
   /** The level a failed list or watch is logged at (warn unless this says otherwise). */
   failureLevel?: (err: unknown) => LogLevel;
   log: Log;
-  signal: AbortSignal;
+  /** Ends it as stop() does; a ListWatch run as a Runnable takes run()'s signal instead. */
+  signal?: AbortSignal;
   /** Pause after a failure; it doubles with each failure in a row, up to maxRetryMs. */
   retryMs?: number;
   maxRetryMs?: number;
@@ -169,135 +171,191 @@ export interface ListWatchOptions<T> {
   random?: () => number;
 }
 
+/** One watch request's own state, from its start to its end. */
+interface WatchRound {
+  readonly started: number;
+  /** Any event arrived, bookmarks included. */
+  seen: boolean;
+  /** The stream's ERROR event, if it sent one: the watch ends after it. */
+  streamError: { code?: number; message?: string } | undefined;
+}
+
 /**
  * List, then watch from the list's resourceVersion, by client-go's reflector:
  * a watch that ends (the server's timeout, a quiet connection) is resumed from
  * the last resourceVersion seen, bookmarks included, without a list; only a
  * 410 (that version is too old) or a failed list lists again. Failures pause
  * with a doubling backoff. Every object seen goes to `onObject`; none is kept.
+ * Runs from start() until stop() or its options' signal, or as a Runnable.
  */
-export function listWatch<T extends { metadata?: { resourceVersion?: string; uid?: string } }>(kc: KubeConfig, what: string, o: ListWatchOptions<T>): JobWatch {
-  const watch = new Watch(kc);
-  // A private field of client-node's Watch (2.0.x): the inactivity timeout.
-  const w = watch as unknown as { requestTimeoutMs?: unknown };
-  if (typeof w.requestTimeoutMs === 'number') w.requestTimeoutMs = WATCH_IDLE_MS;
-  const retryMs = o.retryMs ?? 2000;
-  const maxRetryMs = Math.max(retryMs, o.maxRetryMs ?? 30_000);
-  const random = o.random ?? Math.random;
-  const levelOf = o.failureLevel ?? (() => 'warn' as const);
-  let req: { abort(): void } | undefined;
-  let timer: NodeJS.Timeout | undefined;
-  let stopped = false;
+export class ListWatch<T extends { metadata?: { resourceVersion?: string; uid?: string } }> implements JobWatch, Runnable {
+  private readonly watch: Watch;
+  private readonly retryMs: number;
+  private readonly maxRetryMs: number;
+  private readonly random: () => number;
+  private readonly levelOf: (err: unknown) => Level;
+  private req: { abort(): void } | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
   /** Where the next watch starts; undefined: list first. */
-  let rv: string | undefined;
-  let failures = 0;
-  const done = (): boolean => stopped || o.signal.aborted;
-  const later = (ms: number): void => {
-    if (done()) return;
-    timer = setTimeout(() => void cycle(), ms);
-  };
-  const failed = (msg: string, err: unknown): void => {
-    if (done()) return;
-    const pause = Math.min(maxRetryMs, retryMs * 2 ** failures);
-    failures++;
-    o.log(levelOf(err), msg, { error: (err as Error)?.message ?? String(err), status: statusOf(err), failures, retryInMs: pause });
-    later(pause);
-  };
-  const cycle = async (): Promise<void> => {
-    timer = undefined;
-    if (done()) return;
-    if (rv === undefined) {
-      // Paged, each page handed on and let go before the next is asked for;
-      // every page is of the first page's snapshot. A continue token that
-      // expired (410) fails the list, which starts again from the first page.
-      const uids = new Set<string>();
-      let cont: string | undefined;
-      let last: Listed<T>;
-      do {
-        try {
-          o.stats?.count(o.resource ?? 'jobs', 'list');
-          last = await o.list({ limit: LIST_PAGE_LIMIT, cont });
-        } catch (err) {
-          failed(`${what} list failed; retrying`, err);
-          return;
-        }
-        if (done()) return;
-        for (const x of last.items) {
-          if (o.onList && x.metadata?.uid) uids.add(x.metadata.uid);
-          o.onObject('ADDED', x);
-        }
-        cont = last.metadata?._continue || undefined;
-      } while (cont);
-      o.onList?.(uids);
-      rv = last.metadata?.resourceVersion ?? '';
-    }
-    if (done()) return;
-    const started = performance.now();
-    let seen = false;
-    /** The stream's ERROR event, if it sent one: the watch ends after it. */
-    let streamError: { code?: number; message?: string } | undefined;
+  private rv: string | undefined;
+  private failures = 0;
+
+  constructor(
+    kc: KubeConfig,
+    private readonly what: string,
+    private readonly o: ListWatchOptions<T>,
+  ) {
+    this.watch = new Watch(kc);
+    // A private field of client-node's Watch (2.0.x): the inactivity timeout.
+    const w = this.watch as unknown as { requestTimeoutMs?: unknown };
+    if (typeof w.requestTimeoutMs === 'number') w.requestTimeoutMs = WATCH_IDLE_MS;
+    this.retryMs = o.retryMs ?? 2000;
+    this.maxRetryMs = Math.max(this.retryMs, o.maxRetryMs ?? 30_000);
+    this.random = o.random ?? Math.random;
+    this.levelOf = o.failureLevel ?? (() => 'warn' as const);
+  }
+
+  start(): this {
+    void this.cycle();
+    return this;
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.req?.abort();
+  }
+
+  /** Lists and watches until the signal is aborted, then ends the watch in flight and any retry. */
+  async run(signal: AbortSignal): Promise<void> {
+    this.start();
+    await untilAborted(signal);
+    this.stop();
+  }
+
+  private done(): boolean {
+    return this.stopped || this.o.signal?.aborted === true;
+  }
+
+  private later(ms: number): void {
+    if (this.done()) return;
+    this.timer = setTimeout(() => void this.cycle(), ms);
+  }
+
+  private failed(msg: string, err: unknown): void {
+    if (this.done()) return;
+    const pause = Math.min(this.maxRetryMs, this.retryMs * 2 ** this.failures);
+    this.failures++;
+    this.o.log(this.levelOf(err), msg, { error: (err as Error)?.message ?? String(err), status: statusOf(err), failures: this.failures, retryInMs: pause });
+    this.later(pause);
+  }
+
+  private async cycle(): Promise<void> {
+    this.timer = undefined;
+    if (this.done()) return;
+    if (this.rv === undefined && !(await this.listAll())) return;
+    if (this.done()) return;
+    await this.watchFrom(this.rv ?? '');
+  }
+
+  /**
+   * Paged, each page handed on and let go before the next is asked for;
+   * every page is of the first page's snapshot. A continue token that
+   * expired (410) fails the list, which starts again from the first page.
+   * False when it failed or was stopped.
+   */
+  private async listAll(): Promise<boolean> {
+    const o = this.o;
+    const uids = new Set<string>();
+    let cont: string | undefined;
+    let last: Listed<T>;
+    do {
+      try {
+        o.stats?.count(o.resource ?? 'jobs', 'list');
+        last = await o.list({ limit: LIST_PAGE_LIMIT, cont });
+      } catch (err) {
+        this.failed(`${this.what} list failed; retrying`, err);
+        return false;
+      }
+      if (this.done()) return false;
+      for (const x of last.items) {
+        if (o.onList && x.metadata?.uid) uids.add(x.metadata.uid);
+        o.onObject('ADDED', x);
+      }
+      cont = last.metadata?._continue || undefined;
+    } while (cont);
+    o.onList?.(uids);
+    this.rv = last.metadata?.resourceVersion ?? '';
+    return true;
+  }
+
+  private async watchFrom(rv: string): Promise<void> {
+    const round: WatchRound = { started: performance.now(), seen: false, streamError: undefined };
     const [lo, hi] = WATCH_TIMEOUT_SECONDS;
-    o.stats?.count(o.resource ?? 'jobs', 'watch');
+    this.o.stats?.count(this.o.resource ?? 'jobs', 'watch');
     try {
-      const r = await watch.watch(
-        o.path,
-        { ...o.query, resourceVersion: rv || undefined, allowWatchBookmarks: true, timeoutSeconds: Math.floor(lo + random() * (hi - lo)) },
-        (type: string, obj: T) => {
-          if (type === 'ERROR') {
-            streamError = obj as { code?: number; message?: string };
-            return;
-          }
-          const v = obj?.metadata?.resourceVersion;
-          if (v) rv = v;
-          seen = true;
-          if (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED') o.onObject(type, obj);
-        },
-        (err: unknown) => {
-          req = undefined;
-          if (done()) return;
-          if (seen) failures = 0;
-          if (streamError) {
-            const e = Object.assign(new Error(streamError.message ?? 'watch error'), { code: streamError.code });
-            if (streamError.code === 410) {
-              // Compacted past our version: the events in between are gone, list again.
-              rv = undefined;
-              o.log('debug', `${what} watch expired; listing again`, { error: e.message });
-              later(0);
-            } else failed(`${what} watch failed; retrying`, e);
-            return;
-          }
-          if (err === null || err === undefined || (err as Error).name === 'TimeoutError') {
-            // The server's timeout, or a connection silent for WATCH_IDLE_MS: resume where it was.
-            if (performance.now() - started >= SHORTEST_WATCH_MS || seen) {
-              failures = 0;
-              o.log('debug', `${what} watch ended; resuming`, { resourceVersion: rv });
-              later(0);
-            } else failed(`${what} watch ended at once; retrying`, err ?? new Error('closed by the server'));
-            return;
-          }
-          if (statusOf(err) === 410) {
-            rv = undefined;
-            later(0);
-            return;
-          }
-          failed(`${what} watch failed; retrying`, err);
-        },
+      const r = await this.watch.watch(
+        this.o.path,
+        { ...this.o.query, resourceVersion: rv || undefined, allowWatchBookmarks: true, timeoutSeconds: Math.floor(lo + this.random() * (hi - lo)) },
+        (type: string, obj: T) => this.event(round, type, obj),
+        (err: unknown) => this.ended(round, err),
       );
       // Stopped while the request was being made: it must not stay open.
-      if (done()) r.abort();
-      else req = r;
+      if (this.done()) r.abort();
+      else this.req = r;
     } catch (err) {
-      failed(`${what} watch failed; retrying`, err);
+      this.failed(`${this.what} watch failed; retrying`, err);
     }
-  };
-  void cycle();
-  return {
-    stop() {
-      stopped = true;
-      if (timer) clearTimeout(timer);
-      req?.abort();
-    },
-  };
+  }
+
+  private event(round: WatchRound, type: string, obj: T): void {
+    if (type === 'ERROR') {
+      round.streamError = obj as { code?: number; message?: string };
+      return;
+    }
+    const v = obj?.metadata?.resourceVersion;
+    if (v) this.rv = v;
+    round.seen = true;
+    if (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED') this.o.onObject(type, obj);
+  }
+
+  private ended(round: WatchRound, err: unknown): void {
+    this.req = undefined;
+    if (this.done()) return;
+    if (round.seen) this.failures = 0;
+    const what = this.what;
+    if (round.streamError) {
+      const e = Object.assign(new Error(round.streamError.message ?? 'watch error'), { code: round.streamError.code });
+      if (round.streamError.code === 410) {
+        // Compacted past our version: the events in between are gone, list again.
+        this.rv = undefined;
+        this.o.log('debug', `${what} watch expired; listing again`, { error: e.message });
+        this.later(0);
+      } else this.failed(`${what} watch failed; retrying`, e);
+      return;
+    }
+    if (err === null || err === undefined || (err as Error).name === 'TimeoutError') {
+      // The server's timeout, or a connection silent for WATCH_IDLE_MS: resume where it was.
+      if (performance.now() - round.started >= SHORTEST_WATCH_MS || round.seen) {
+        this.failures = 0;
+        this.o.log('debug', `${what} watch ended; resuming`, { resourceVersion: this.rv });
+        this.later(0);
+      } else this.failed(`${what} watch ended at once; retrying`, err ?? new Error('closed by the server'));
+      return;
+    }
+    if (statusOf(err) === 410) {
+      this.rv = undefined;
+      this.later(0);
+      return;
+    }
+    this.failed(`${what} watch failed; retrying`, err);
+  }
+}
+
+/** A ListWatch, started: it runs until stop() or its options' signal. */
+export function listWatch<T extends { metadata?: { resourceVersion?: string; uid?: string } }>(kc: KubeConfig, what: string, o: ListWatchOptions<T>): JobWatch {
+  return new ListWatch(kc, what, o).start();
 }
 
 export interface JobWatchOptions {
@@ -377,7 +435,7 @@ export function watchJobPods(kc: KubeConfig, namespace: string, opts: { log: Log
 /**
  * Every namespace, added, changed or deleted, as the webhook's namespace cache
  * sees them; `onList` after each list with the names listed. The watch keeps
- * nothing: the caller keeps what it needs (harvester/main.ts: the labels and
+ * nothing: the caller keeps what it needs (harvester/term.ts: the labels and
  * annotations of the namespaces that inject, nothing of the others).
  */
 export function watchNamespaces(kc: KubeConfig, opts: { log: Log; signal: AbortSignal; onNamespace: (ns: V1Namespace, deleted: boolean) => void; onList: (names: ReadonlySet<string>) => void; stats?: WatchStats; retryMs?: number }): JobWatch {

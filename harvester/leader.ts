@@ -11,6 +11,7 @@
 //     race in one round, one loses with a 409.
 import { Observable, V1MicroTime, type ConfigurationOptions, type CoordinationV1Api, type RequestContext, type ResponseContext, type V1Lease } from '@kubernetes/client-node';
 import { checkTimings, leaseAction, observe, type LeaseView, type Observed } from './lease.ts';
+import type { Runnable } from './runnable.ts';
 
 export type LeaseApi = Pick<CoordinationV1Api, 'readNamespacedLease' | 'createNamespacedLease' | 'replaceNamespacedLease'>;
 
@@ -35,128 +36,260 @@ export interface LeaderOptions {
   wallClock?: () => number;
   log?: LeaderLog;
   /**
+   * Gives the Lease up when run()'s signal is aborted, so that another replica
+   * takes over at once (client-go's ReleaseOnCancel); on unless false.
+   */
+  releaseOnStop?: boolean;
+  /**
    * Called on becoming leader. The signal is aborted the moment leadership is
-   * lost or stop() is called; the work must stop then. If it returns a promise,
-   * stop() waits for it before giving the Lease up, and this replica does not
-   * lead again until it has settled.
+   * lost or run()'s signal is aborted; the work must stop then. If it returns
+   * a promise, run() waits for it before giving the Lease up, and this replica
+   * does not lead again until it has settled.
    */
   onStartedLeading(signal: AbortSignal): void | Promise<void>;
   onStoppedLeading(): void;
 }
 
-export interface Leader {
-  isLeader(): boolean;
-  /**
-   * Stops leading and campaigning: aborts the leader's signal, waits for the
-   * work started by onStartedLeading (renewing meanwhile, so that no one else
-   * takes over while it winds down), then gives the Lease up so another
-   * replica takes over at once.
-   */
-  stop(): Promise<void>;
-}
-
 type Outcome = { kind: 'held' } | { kind: 'follow'; holder: string | undefined } | { kind: 'conflict' };
 
-/** Campaigns for the Lease until stop(); throws at once if the timings could let two replicas lead together. */
-export function startLeader(api: LeaseApi, opts: LeaderOptions): Leader {
-  checkTimings(opts);
-  const { namespace, name, identity, leaseDurationMs, renewDeadlineMs, retryPeriodMs } = opts;
-  const now = opts.now ?? (() => performance.now());
-  const wallClock = opts.wallClock ?? Date.now;
-  const log = opts.log ?? (() => {});
-  const ref = { namespace, name };
+/**
+ * client-go's LeaderElector: run() acquires the Lease, runs the term's work,
+ * renews until the Lease is lost, and campaigns again, until its signal is
+ * aborted; then it waits for the work (renewing meanwhile, so that no one
+ * else takes over while it winds down) and gives the Lease up.
+ */
+export class LeaderElector implements Runnable {
+  private readonly api: LeaseApi;
+  private readonly opts: LeaderOptions;
+  private readonly ref: { namespace: string; name: string };
+  private readonly now: () => number;
+  private readonly wallClock: () => number;
+  private readonly log: LeaderLog;
 
-  let observed: Observed | undefined;
-  let lastSeenHolder: string | undefined;
+  /** The Lease as this candidate last saw it change, on its own clock. */
+  private observed: Observed | undefined;
+  private lastSeenHolder: string | undefined;
   /** Our last write succeeded within the renew deadline, as far as we know. */
-  let holding = false;
+  private holding = false;
   /** Monotonic time at which the round of our last successful write began. */
-  let lastRenew = -Infinity;
-  let leading: AbortController | undefined;
-  let work: Promise<void> = Promise.resolve();
-  let workSettled = true;
-  let stopping = false;
-  let stopped = false;
-  let stopDone: Promise<void> | undefined;
-  let roundTimer: NodeJS.Timeout | undefined;
-  let deadlineTimer: NodeJS.Timeout | undefined;
-  let attempt: AbortController | undefined;
-  let round: Promise<void> = Promise.resolve();
+  private lastRenew = -Infinity;
+  /** The current term's signal; undefined while not leading. */
+  private leading: AbortController | undefined;
+  /** The current or last term's work. */
+  private work: Promise<void> = Promise.resolve();
+  private workSettled = true;
+  /** run()'s signal was aborted: no new term, no taking a Lease that is not ours. */
+  private stopping = false;
+  /** Aborted once stopping and the last term's work has ended: no more rounds. */
+  private readonly ended = new AbortController();
+  private roundStartedAt: number | undefined;
+  private deadlineTimer: NodeJS.Timeout | undefined;
+  /** The attempt in flight, so that the end of the rounds cuts it off. */
+  private attempt: AbortController | undefined;
+  private started = false;
 
-  const deadlinePassed = (): boolean => now() - lastRenew >= renewDeadlineMs;
+  /** Throws at once if the timings could let two replicas lead together. */
+  constructor(api: LeaseApi, opts: LeaderOptions) {
+    checkTimings(opts);
+    this.api = api;
+    this.opts = opts;
+    this.ref = { namespace: opts.namespace, name: opts.name };
+    this.now = opts.now ?? (() => performance.now());
+    this.wallClock = opts.wallClock ?? Date.now;
+    this.log = opts.log ?? (() => {});
+  }
 
-  function stopLeading(reason: string): void {
-    const l = leading;
-    if (!l) return;
-    leading = undefined;
-    log(stopping ? 'info' : 'warn', 'stopped leading', { lease: name, identity, reason });
-    l.abort(new Error(`no longer leader: ${reason}`));
-    try {
-      opts.onStoppedLeading();
-    } catch (err) {
-      log('error', 'onStoppedLeading threw', { lease: name, error: messageOf(err) });
+  isLeader(): boolean {
+    return this.leading !== undefined && this.holding && !this.deadlinePassed();
+  }
+
+  /** Campaigns until the signal is aborted; resolves once the work has ended and the Lease is given up. */
+  async run(signal: AbortSignal): Promise<void> {
+    if (this.started) throw new Error('a LeaderElector runs only once');
+    this.started = true;
+    if (signal.aborted) this.windDown();
+    else signal.addEventListener('abort', () => this.windDown(), { once: true });
+    let last: Outcome | undefined;
+    while (await this.acquire(last)) {
+      this.lead();
+      last = await this.renew();
     }
+    clearTimeout(this.deadlineTimer);
+    const mine = this.holding || this.lastSeenHolder === this.opts.identity;
+    this.holding = false;
+    if (mine && this.opts.releaseOnStop !== false) await this.release();
   }
 
-  function loseLease(reason: string): void {
-    holding = false;
-    clearTimeout(deadlineTimer);
-    stopLeading(reason);
+  /**
+   * Rounds until one writes the Lease for us while the last term's work has
+   * ended; false once the rounds have ended. `last` is the outcome of the
+   * round that ended the previous term: it may have renewed already.
+   */
+  private async acquire(last: Outcome | undefined): Promise<boolean> {
+    for (let outcome = last; !this.ended.signal.aborted; outcome = await this.nextRound()) {
+      if (outcome?.kind !== 'held' || this.leading || this.stopping) continue;
+      if (this.workSettled) return true;
+      this.log('debug', 'holding the lease; waiting for the previous term’s work to end before leading again', { lease: this.opts.name });
+    }
+    return false;
   }
 
-  function startLeading(): void {
+  /** Rounds while this term leads; the outcome of the round that ended it. */
+  private async renew(): Promise<Outcome | undefined> {
+    let outcome: Outcome | undefined;
+    while (this.leading && !this.ended.signal.aborted) outcome = await this.nextRound();
+    return outcome;
+  }
+
+  /** Starts a term: onStartedLeading with a signal of its own. */
+  private lead(): void {
     const ac = new AbortController();
-    leading = ac;
-    workSettled = false;
-    log('info', 'started leading', { lease: name, identity });
-    // `work` is in place before the callback runs, so a stop() it calls
-    // itself still waits for it.
+    this.leading = ac;
+    this.workSettled = false;
+    this.log('info', 'started leading', { lease: this.opts.name, identity: this.opts.identity });
+    // `work` is in place before the callback runs, so an abort of run()'s
+    // signal from inside it still waits for it.
     let settle!: () => void;
-    work = new Promise<void>((r) => (settle = r));
+    this.work = new Promise<void>((r) => (settle = r));
     void (async () => {
       try {
-        await opts.onStartedLeading(ac.signal);
+        await this.opts.onStartedLeading(ac.signal);
       } catch (err) {
-        log('error', 'leader work failed', { lease: name, error: messageOf(err) });
+        this.log('error', 'leader work failed', { lease: this.opts.name, error: messageOf(err) });
       } finally {
-        workSettled = true;
+        this.workSettled = true;
         settle();
       }
     })();
   }
 
-  // Steps down at the deadline even while a round is still waiting on the API
-  // server, not at the end of that round.
-  function armDeadline(): void {
-    clearTimeout(deadlineTimer);
-    const left = lastRenew + renewDeadlineMs - now();
-    deadlineTimer = setTimeout(() => {
-      if (!holding) return;
-      if (deadlinePassed()) loseLease(`no successful renewal for ${renewDeadlineMs} ms`);
-      else armDeadline();
-    }, Math.max(0, left));
-    deadlineTimer.unref();
+  /** run()'s signal: end the term now, and the rounds once its work has ended. */
+  private windDown(): void {
+    this.stopping = true;
+    this.stopLeading('stopping');
+    void this.work.then(() => {
+      this.ended.abort();
+      this.attempt?.abort(new Error('stopping'));
+    });
   }
 
-  async function tryAcquireOrRenew(signal: AbortSignal): Promise<Outcome> {
+  private stopLeading(reason: string): void {
+    const l = this.leading;
+    if (!l) return;
+    this.leading = undefined;
+    this.log(this.stopping ? 'info' : 'warn', 'stopped leading', { lease: this.opts.name, identity: this.opts.identity, reason });
+    l.abort(new Error(`no longer leader: ${reason}`));
+    try {
+      this.opts.onStoppedLeading();
+    } catch (err) {
+      this.log('error', 'onStoppedLeading threw', { lease: this.opts.name, error: messageOf(err) });
+    }
+  }
+
+  private loseLease(reason: string): void {
+    this.holding = false;
+    clearTimeout(this.deadlineTimer);
+    this.stopLeading(reason);
+  }
+
+  private deadlinePassed(): boolean {
+    return this.now() - this.lastRenew >= this.opts.renewDeadlineMs;
+  }
+
+  private loseIfDeadlinePassed(): void {
+    if (this.holding && this.deadlinePassed()) this.loseLease(`no successful renewal for ${this.opts.renewDeadlineMs} ms`);
+  }
+
+  // Steps down at the deadline even while a round is still waiting on the API
+  // server, not at the end of that round.
+  private armDeadline(): void {
+    clearTimeout(this.deadlineTimer);
+    const left = this.lastRenew + this.opts.renewDeadlineMs - this.now();
+    this.deadlineTimer = setTimeout(() => {
+      if (!this.holding) return;
+      if (this.deadlinePassed()) this.loseLease(`no successful renewal for ${this.opts.renewDeadlineMs} ms`);
+      else this.armDeadline();
+    }, Math.max(0, left));
+    this.deadlineTimer.unref();
+  }
+
+  /** One round a retry period after the last one began; undefined if it failed or the rounds ended first. */
+  private async nextRound(): Promise<Outcome | undefined> {
+    if (this.roundStartedAt !== undefined) await pause(this.roundStartedAt + this.opts.retryPeriodMs - this.now(), this.ended.signal);
+    if (this.ended.signal.aborted) return undefined;
+    this.roundStartedAt = this.now();
+    try {
+      return await this.round(this.roundStartedAt);
+    } catch (err) {
+      this.log('error', 'leader election round failed', { lease: this.opts.name, error: messageOf(err) });
+      return undefined;
+    }
+  }
+
+  private async round(started: number): Promise<Outcome | undefined> {
+    // Checked every round, not only after a failed renewal.
+    this.loseIfDeadlinePassed();
+    // An attempt never outlives the renew deadline, so a hung call cannot keep
+    // this replica leading past it.
+    const { retryPeriodMs, renewDeadlineMs } = this.opts;
+    const limit = this.holding ? Math.max(1, Math.min(retryPeriodMs, this.lastRenew + renewDeadlineMs - started)) : retryPeriodMs;
+    let outcome: Outcome | undefined;
+    try {
+      outcome = await within(limit, (ac) => (this.attempt = ac), (signal) => this.tryAcquireOrRenew(signal));
+    } catch (err) {
+      this.log('warn', this.holding ? 'could not renew the lease' : 'could not read or take the lease', { lease: this.opts.name, error: messageOf(err) });
+    } finally {
+      this.attempt = undefined;
+    }
+    if (outcome?.kind === 'held') {
+      if (!this.holding) this.log('debug', 'holding the lease', { lease: this.opts.name, identity: this.opts.identity });
+      this.holding = true;
+      this.lastRenew = started;
+      this.armDeadline();
+    } else if (outcome?.kind === 'follow') {
+      if (this.holding) this.loseLease(`${outcome.holder ?? 'another replica'} holds the lease`);
+    } else if (outcome?.kind === 'conflict') {
+      // Someone else wrote the Lease since we read it: we hold it no longer.
+      if (this.holding) this.loseLease('another replica wrote the lease first');
+    } else this.loseIfDeadlinePassed();
+    return outcome;
+  }
+
+  private async tryAcquireOrRenew(signal: AbortSignal): Promise<Outcome> {
     const call = callOptions(signal);
     let cur: V1Lease | undefined;
     try {
-      cur = await api.readNamespacedLease(ref, call);
+      cur = await this.api.readNamespacedLease(this.ref, call);
     } catch (err) {
       if (statusOf(err) !== 404) throw err;
     }
     const view = cur ? viewOf(cur) : undefined;
-    const t = now();
-    observed = observe(observed, view, t);
-    lastSeenHolder = view?.holder;
-    const action = leaseAction(view, observed, identity, t, leaseDurationMs);
-    if (action === 'follow' || (action === 'acquire' && stopping)) return { kind: 'follow', holder: view?.holder };
-    const stamp = new V1MicroTime(wallClock());
+    const t = this.now();
+    this.observed = observe(this.observed, view, t);
+    this.lastSeenHolder = view?.holder;
+    const action = leaseAction(view, this.observed, this.opts.identity, t, this.opts.leaseDurationMs);
+    if (action === 'follow' || (action === 'acquire' && this.stopping)) return { kind: 'follow', holder: view?.holder };
+    const body = this.leaseBody(cur, action);
+    let written: V1Lease;
+    try {
+      written = cur ? await this.api.replaceNamespacedLease({ ...this.ref, body }, call) : await this.api.createNamespacedLease({ namespace: this.ref.namespace, body }, call);
+    } catch (err) {
+      if (statusOf(err) === 409) return { kind: 'conflict' };
+      throw err;
+    }
+    this.observed = observe(this.observed, viewOf(written), this.now());
+    this.lastSeenHolder = this.opts.identity;
+    return { kind: 'held' };
+  }
+
+  /** The Lease as we write it: `cur` (as read, with its resourceVersion) held by us. */
+  private leaseBody(cur: V1Lease | undefined, action: 'acquire' | 'renew'): V1Lease {
+    const { identity, leaseDurationMs } = this.opts;
+    const stamp = new V1MicroTime(this.wallClock());
     const spec = cur?.spec;
-    const body: V1Lease = {
+    return {
       ...cur,
-      metadata: { ...cur?.metadata, name, namespace },
+      metadata: { ...cur?.metadata, ...this.ref },
       spec: {
         ...spec,
         holderIdentity: identity,
@@ -166,100 +299,38 @@ export function startLeader(api: LeaseApi, opts: LeaderOptions): Leader {
         leaseTransitions: (spec?.leaseTransitions ?? 0) + (cur && spec?.holderIdentity !== identity ? 1 : 0),
       },
     };
-    let written: V1Lease;
-    try {
-      written = cur ? await api.replaceNamespacedLease({ ...ref, body }, call) : await api.createNamespacedLease({ namespace, body }, call);
-    } catch (err) {
-      if (statusOf(err) === 409) return { kind: 'conflict' };
-      throw err;
-    }
-    observed = observe(observed, viewOf(written), now());
-    lastSeenHolder = identity;
-    return { kind: 'held' };
   }
 
-  async function once(): Promise<void> {
-    const started = now();
-    // Checked every round, not only after a failed renewal.
-    if (holding && deadlinePassed()) loseLease(`no successful renewal for ${renewDeadlineMs} ms`);
-    // An attempt never outlives the renew deadline, so a hung call cannot keep
-    // this replica leading past it.
-    const limit = holding ? Math.max(1, Math.min(retryPeriodMs, lastRenew + renewDeadlineMs - started)) : retryPeriodMs;
-    let outcome: Outcome | undefined;
+  private async release(): Promise<void> {
+    const { identity, name } = this.opts;
     try {
-      outcome = await within(limit, (ac) => (attempt = ac), tryAcquireOrRenew);
-    } catch (err) {
-      log('warn', holding ? 'could not renew the lease' : 'could not read or take the lease', { lease: name, error: messageOf(err) });
-    } finally {
-      attempt = undefined;
-    }
-    if (outcome?.kind === 'held') {
-      if (!holding) log('debug', 'holding the lease', { lease: name, identity });
-      holding = true;
-      lastRenew = started;
-      armDeadline();
-      if (!leading && !stopping) {
-        if (workSettled) startLeading();
-        else log('debug', 'holding the lease; waiting for the previous term’s work to end before leading again', { lease: name });
-      }
-    } else if (outcome?.kind === 'follow') {
-      if (holding) loseLease(`${outcome.holder ?? 'another replica'} holds the lease`);
-    } else if (outcome?.kind === 'conflict') {
-      // Someone else wrote the Lease since we read it: we hold it no longer.
-      if (holding) loseLease('another replica wrote the lease first');
-    } else if (holding && deadlinePassed()) {
-      loseLease(`no successful renewal for ${renewDeadlineMs} ms`);
-    }
-  }
-
-  function tick(): void {
-    const started = now();
-    round = once()
-      .catch((err: unknown) => log('error', 'leader election round failed', { lease: name, error: messageOf(err) }))
-      .finally(() => {
-        if (stopped) return;
-        roundTimer = setTimeout(tick, Math.max(0, started + retryPeriodMs - now()));
-        roundTimer.unref();
-      });
-  }
-
-  async function release(): Promise<void> {
-    try {
-      await within(renewDeadlineMs, () => {}, async (signal) => {
+      await within(this.opts.renewDeadlineMs, () => {}, async (signal) => {
         const call = callOptions(signal);
-        const cur = await api.readNamespacedLease(ref, call);
+        const cur = await this.api.readNamespacedLease(this.ref, call);
         if (cur.spec?.holderIdentity !== identity) return;
         // Clearing the holder lets a follower take the Lease on its next round
         // instead of waiting out the lease duration.
-        await api.replaceNamespacedLease({ ...ref, body: { ...cur, spec: { ...cur.spec, holderIdentity: undefined, renewTime: new V1MicroTime(wallClock()) } } }, call);
-        log('info', 'released the lease', { lease: name, identity });
+        await this.api.replaceNamespacedLease({ ...this.ref, body: { ...cur, spec: { ...cur.spec, holderIdentity: undefined, renewTime: new V1MicroTime(this.wallClock()) } } }, call);
+        this.log('info', 'released the lease', { lease: name, identity });
       });
     } catch (err) {
-      log('warn', 'could not release the lease; another replica takes over once it expires', { lease: name, error: messageOf(err) });
+      this.log('warn', 'could not release the lease; another replica takes over once it expires', { lease: name, error: messageOf(err) });
     }
   }
+}
 
-  tick();
-
-  return {
-    isLeader: () => leading !== undefined && holding && !deadlinePassed(),
-    stop() {
-      stopDone ??= (async () => {
-        stopping = true;
-        stopLeading('stopping');
-        await work;
-        stopped = true;
-        clearTimeout(roundTimer);
-        attempt?.abort(new Error('stopping'));
-        await round;
-        clearTimeout(deadlineTimer);
-        const mine = holding || lastSeenHolder === identity;
-        holding = false;
-        if (mine) await release();
-      })();
-      return stopDone;
-    },
-  };
+/** Resolves after ms, or at once when the signal is aborted; its timer keeps the process alive meanwhile. */
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, Math.max(0, ms));
+    signal.addEventListener('abort', done, { once: true });
+  });
 }
 
 function viewOf(l: V1Lease): LeaseView {
@@ -283,8 +354,9 @@ async function within<T>(ms: number, expose: (ac: AbortController) => void, f: (
   const gaveUp = new Promise<never>((_, reject) => {
     const fail = () => reject(ac.signal.reason instanceof Error ? ac.signal.reason : new Error(String(ac.signal.reason)));
     ac.signal.addEventListener('abort', fail, { once: true });
+    // Not unref'd: with the pause between rounds, it is what keeps a follower's
+    // process alive while run() campaigns.
     timer = setTimeout(() => ac.abort(new Error(`no answer from the API server within ${Math.round(ms)} ms`)), ms);
-    timer.unref();
   });
   try {
     return await Promise.race([f(ac.signal), gaveUp]);

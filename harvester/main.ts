@@ -12,23 +12,20 @@ import { hostname } from 'node:os';
 import { describeKeys, keyFromText, keyRing, type KeyRing } from '../src/contract/signature.ts';
 import { NAMES } from '../src/contract/env.ts';
 import { parseDestinations, type Destination } from './destinations.ts';
-import { deliveryRecordOf } from './hold.ts';
 import { parse as parseYaml } from 'yaml';
 import { defaultConfig, parseConfig, type Config } from '../src/core/config.ts';
-import type { NamespaceMeta } from '../src/core/kube.ts';
-import { harvestApi, kubeAccess, sharedConnections, UNINJECTED_JOB_SELECTOR, watchJobPods, watchJobs, watchNamespaces, type JobWatch } from './kube.ts';
-import { missedInjection, missedJobKey, namespaceInjects } from './missed.ts';
+import { harvestApi, kubeAccess, sharedConnections } from './kube.ts';
+import { missedInjection } from './missed.ts';
 import { DEFAULT_BUDGET_BYTES, PodReports } from './pod-reports.ts';
-import { PodWatches } from './pod-watches.ts';
-import { startLeader } from './leader.ts';
+import { LeaderElector } from './leader.ts';
 import { collect, int, level } from './flags.ts';
 import { LEVELS, log, setLogLevel, type Level } from './log.ts';
 import { startMetrics, WatchStats } from './metrics.ts';
 import { DEFAULT_MAX_NAMESPACES, DeliveryTotals } from './delivery-totals.ts';
-import { WorkQueue } from './queue.ts';
 import { Reconciler } from './reconcile.ts';
+import { runAll } from './runnable.ts';
 import { DEFAULT_LIMITS, shipPod } from './ship.ts';
-import { verifyInjection } from './trust.ts';
+import { LeaderTerm, type TermView } from './term.ts';
 import { runUninstall } from './uninstall.ts';
 
 /** The longest hold: a week, as `ttlSecondsAfterFinished` arithmetic and timers stay exact far beyond it. */
@@ -159,7 +156,7 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
   // Set below; the reconciler asks it before every write.
   const current: { leader?: { isLeader(): boolean } } = {};
   // The leader's pod watches and the namespaces that inject, per term; none while following.
-  const term: { watches?: PodWatches; injecting?: Map<string, NamespaceMeta>; queue?: WorkQueue<string> } = {};
+  const term: TermView = {};
   const totals = new DeliveryTotals(s.metricsMaxNamespaces);
   let missedRecorded = 0;
   // Pods are kept only for the Jobs the current term's watches verified.
@@ -199,7 +196,7 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
     onRecord: (namespace, delivery, result) => totals.add(namespace, delivery, result),
   });
   log('info', 'harvester starting', { namespace: s.namespace, lease: s.leaseName, identity: s.identity, destinations: s.destinations.map((d) => d.name), maxHoldSeconds: s.maxHoldSeconds, concurrency: s.concurrency, signingKeys: describeKeys(s.signingKeys) });
-  const elected = startLeader(kc.makeApiClient(CoordinationV1Api), {
+  const elector = new LeaderElector(kc.makeApiClient(CoordinationV1Api), {
     namespace: s.namespace,
     name: s.leaseName,
     identity: s.identity,
@@ -207,101 +204,21 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
     renewDeadlineMs: s.renewDeadlineMs,
     retryPeriodMs: s.retryPeriodMs,
     log,
-    onStartedLeading: async (signal) => {
-      const queue = new WorkQueue<string>((key, sig) => reconciler.reconcile(key, sig), { concurrency: s.concurrency, signal, log });
-      queue.start();
-      term.queue = queue;
-      // The Job pods of each namespace with injected Jobs not yet recorded, for
-      // the sidecar reports of pods that go before their Job ends; a namespace's
-      // watch stops with its last such Job (recorded, deleted, or gone with the namespace).
-      const watches = new PodWatches({
-        open: (ns) => watchJobPods(kc, ns, { log, signal, onPod: (p) => reports.observe(p), retryMs: 10_000, stats }),
-        cares: (job) => !job.metadata?.deletionTimestamp && deliveryRecordOf(job, s.signingKeys) === undefined,
-        verify: (job) => {
-          const v = verifyInjection(job, s.signingKeys);
-          return v.ok ? v.value.sidecarDigest : undefined;
-        },
-        forget: (uid) => reports.forget(uid),
-        log,
-      });
-      term.watches = watches;
-      // The labels and annotations of the namespaces that inject, and nothing
-      // of any other: what `decide` needs to tell a Job that missed injection.
-      const injecting = new Map<string, NamespaceMeta>();
-      term.injecting = injecting;
-      const jobWatches: JobWatch[] = [];
-      const namespaceWatch = watchNamespaces(kc, {
-        log,
-        signal,
-        stats,
-        onNamespace: (ns, deleted) => {
-          const name = ns.metadata?.name;
-          if (!name) return;
-          const meta: NamespaceMeta = { name, labels: { ...(ns.metadata?.labels ?? {}) }, annotations: { ...(ns.metadata?.annotations ?? {}) }, ...(ns.metadata?.deletionTimestamp ? { terminating: true } : {}) };
-          if (!deleted && namespaceInjects(meta, s.config)) injecting.set(name, meta);
-          else injecting.delete(name);
-        },
-        onList: (names) => {
-          for (const name of [...injecting.keys()]) if (!names.has(name)) injecting.delete(name);
-          // The Jobs only once the namespaces are known: a Job reconciled
-          // before would be judged against none, and recorded wrongly for good.
-          if (jobWatches.length > 0 || signal.aborted) return;
-          jobWatches.push(
-            watchJobs(kc, {
-              log,
-              signal,
-              stats,
-              onList: (uids) => watches.resync(uids),
-              onJob: (job) => {
-                watches.observe(job);
-                if (Reconciler.wants(job)) queue.add(`${job.metadata!.namespace}/${job.metadata!.name}`);
-              },
-              onDeleted: (job) => watches.deleted(job),
-            }),
-            // Every Job without the label passes through here and is let go at
-            // once unless its namespace injects, it is finished and not yet
-            // recorded, and the webhook would have injected it: only those
-            // become keys, so memory follows the missed Jobs, not the cluster's.
-            watchJobs(kc, {
-              selector: UNINJECTED_JOB_SELECTOR,
-              log,
-              signal,
-              stats,
-              onJob: (job) => {
-                const key = missedJobKey(job, injecting, s.config, s.signingKeys);
-                if (key !== undefined) queue.add(key);
-              },
-            }),
-          );
-        },
-      });
-      await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
-      namespaceWatch.stop();
-      for (const w of jobWatches) w.stop();
-      watches.stop();
-      term.watches = undefined;
-      term.injecting = undefined;
-      term.queue = undefined;
-      await queue.shutdown();
-    },
+    onStartedLeading: (signal) => new LeaderTerm({ kc, reconciler, reports, stats, concurrency: s.concurrency, signingKeys: s.signingKeys, config: s.config, log }, term).run(signal),
     onStoppedLeading: () => log('info', 'no longer leading: harvests stopped'),
   });
-  current.leader = elected;
-  // The election's timers are unref'd, and a follower has nothing else
-  // pending: without this a replica that is not leading would simply exit.
-  const alive = setInterval(() => {}, 1 << 30);
-  let closing = false;
+  current.leader = elector;
+  const stop = new AbortController();
   const shutdown = (signal: string): void => {
-    if (closing) return;
-    closing = true;
+    if (stop.signal.aborted) return;
     log('info', 'shutting down', { signal });
-    void elected.stop().then(() => {
-      clearInterval(alive);
-      process.exit(0);
-    });
+    stop.abort();
   };
   process.once('SIGTERM', () => shutdown('SIGTERM'));
   process.once('SIGINT', () => shutdown('SIGINT'));
+  // Settles once the leader's term has ended (the queue stopped) and the
+  // Lease is given up, or when one of them fails.
+  await runAll([elector], stop.signal);
 }
 
 export async function main(argv: readonly string[]): Promise<void> {
@@ -317,4 +234,8 @@ export async function main(argv: readonly string[]): Promise<void> {
     process.exit(2);
   }
   await runHarvester(settings);
+  // Whatever a library may still hold open (an idle connection, a metrics
+  // client) must not keep a replica that has given its Lease up alive until
+  // the kubelet kills it.
+  process.exit(0);
 }

@@ -12,10 +12,11 @@
 // harvester's connections, list calls and memory follow the namespaces with
 // live Jobs, not every namespace there ever was.
 //
-// Pure bookkeeping: harvester/main.ts feeds it the Job watch and opens the
-// watches it asks for (harvester/kube.ts).
+// Pure bookkeeping: the leader's term (harvester/term.ts) feeds it the Job
+// watch and opens the watches it asks for (harvester/kube.ts).
 import type { V1Job } from '@kubernetes/client-node';
 import type { Log } from './log.ts';
+import { untilAborted, type Runnable } from './runnable.ts';
 
 export interface PodWatchesOptions {
   /** Opens the pod watch of one namespace. */
@@ -35,7 +36,7 @@ interface Watched {
   readonly watch: { stop(): void };
 }
 
-export class PodWatches {
+export class PodWatches implements Runnable {
   private readonly namespaces = new Map<string, Watched>();
   private closed = false;
 
@@ -72,6 +73,12 @@ export class PodWatches {
         this.o.forget?.(uid);
       }
     }
+  }
+
+  /** Keeps the watches it opens until the signal is aborted, then stops them all. */
+  async run(signal: AbortSignal): Promise<void> {
+    await untilAborted(signal);
+    this.stop();
   }
 
   /** Stops every watch (leadership lost); nothing is opened afterwards. */

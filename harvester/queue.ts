@@ -4,6 +4,7 @@
 // reconcile, and a Job is never reconciled by two workers at once, so the
 // reconcile function may assume it alone acts on its key (at most one harvest
 // per Job at a time).
+import type { Runnable } from './runnable.ts';
 
 export type ReconcileResult = { kind: 'done' } | { kind: 'requeue'; afterMs: number };
 
@@ -36,7 +37,7 @@ interface Delayed {
   readonly timer: NodeJS.Timeout;
 }
 
-export class WorkQueue<K extends string = string> {
+export class WorkQueue<K extends string = string> implements Runnable {
   private readonly reconcile: Reconcile<K>;
   private readonly concurrency: number;
   private readonly baseDelayMs: number;
@@ -126,6 +127,18 @@ export class WorkQueue<K extends string = string> {
     this.delayed.set(key, { at, timer });
   }
 
+  /** Works until the signal is aborted, then shuts down and waits for the running reconciles. */
+  async run(signal: AbortSignal): Promise<void> {
+    this.start();
+    // Shut down within the abort itself, as the `signal` option does, so that
+    // no reconcile resumes after it with its own signal not yet aborted.
+    await new Promise<void>((resolve) => {
+      const down = (): void => resolve(this.shutdown());
+      if (signal.aborted) down();
+      else signal.addEventListener('abort', down, { once: true });
+    });
+  }
+
   start(): void {
     if (this.started) return;
     this.started = true;
@@ -174,12 +187,12 @@ export class WorkQueue<K extends string = string> {
     while (this.started && !this.closing && this.active.size < this.concurrency && this.order.length > 0) {
       const key = this.order.shift() as K;
       this.dirty.delete(key);
-      this.active.set(key, this.run(key));
+      this.active.set(key, this.runKey(key));
       this.peak = Math.max(this.peak, this.active.size);
     }
   }
 
-  private async run(key: K): Promise<void> {
+  private async runKey(key: K): Promise<void> {
     // Let the caller's add() or pump() finish before the reconcile starts, so
     // that `active` already holds this run when it ends.
     await Promise.resolve();

@@ -4,7 +4,7 @@ import { parseConfig } from '../../src/core/config.ts';
 import { mutateJob } from '../../src/core/mutate.ts';
 import { parseServerVersion } from '../../src/core/server-version.ts';
 import { review } from '../../src/core/admission.ts';
-import { deps, durableConfig, job, optedIn, review as reviewOf } from './fixtures.ts';
+import { deps, durableConfig, job, optedIn, review as reviewOf } from '../support/fixtures.ts';
 import { SUBPATH_EXPR } from '../../src/contract/env.ts';
 
 const cfg = (over: Record<string, unknown> = {}) => parseConfig(over);

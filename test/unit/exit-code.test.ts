@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { chooseFailureExitCode, DEFAULT_FAILURE_EXIT_CODE } from '../../src/core/exit-code.ts';
 import { mutateJob } from '../../src/core/mutate.ts';
-import { durableConfig, job, optedIn } from './fixtures.ts';
+import { durableConfig, job, optedIn } from '../support/fixtures.ts';
 
 const withRules = (rules: unknown[]) => {
   const j = job();

@@ -9,7 +9,7 @@ import { build } from '../../src/http/app.ts';
 import { applyPatch } from '../../src/core/patch.ts';
 import { parseConfig, type Config } from '../../src/core/config.ts';
 import type { Job } from '../../src/core/kube.ts';
-import { decodePatch, deps, durableConfig, job, review } from './fixtures.ts';
+import { decodePatch, deps, durableConfig, job, review } from '../support/fixtures.ts';
 
 function withGrace(seconds: number | undefined, drain?: number): Record<string, any> {
   const j = job('graceful');

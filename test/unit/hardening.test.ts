@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { defaultConfig, parseConfig } from '../../src/core/config.ts';
 import { mutateJob } from '../../src/core/mutate.ts';
-import { durableConfig, job, optedIn } from './fixtures.ts';
+import { durableConfig, job, optedIn } from '../support/fixtures.ts';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 const run = (j: Record<string, any>, config = durableConfig(), ns = optedIn('team-a')) => mutateJob(j, { config, namespace: ns });

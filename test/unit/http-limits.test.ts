@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { build } from '../../src/http/app.ts';
 import { webhookLogger } from '../../src/http/logging.ts';
 import { BODY_LIMIT, serverLimits } from '../../src/http/limits.ts';
-import { deps, job, optedIn, review } from './fixtures.ts';
+import { deps, job, optedIn, review } from '../support/fixtures.ts';
 
 async function listening(app: ReturnType<typeof build>): Promise<number> {
   await app.listen({ host: '127.0.0.1', port: 0 });

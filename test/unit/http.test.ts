@@ -5,7 +5,7 @@ import { createMetrics } from '../../src/http/metrics.ts';
 import { webhookLogger } from '../../src/http/logging.ts';
 import { applyPatch } from '../../src/core/patch.ts';
 import { generateBundle } from '../../src/tls/generate.ts';
-import { decodePatch, deps, durableConfig, job, optedIn, review } from './fixtures.ts';
+import { decodePatch, deps, durableConfig, job, optedIn, review } from '../support/fixtures.ts';
 
 const mutate = (app: ReturnType<typeof build>, payload: unknown, headers: Record<string, string> = {}) =>
   app.inject({ method: 'POST', url: '/mutate', payload: payload as object, headers });

@@ -13,7 +13,7 @@ import { parseConfig } from '../../src/core/config.ts';
 import { isSupportedKubernetes, kubernetesSupportMessage } from '../../src/core/server-version.ts';
 import { createMetrics, kubernetesVersionLabel } from '../../src/http/metrics.ts';
 import { REPO_ROOT } from '../harness/chart/dockerfile.ts';
-import { job, optedIn } from './fixtures.ts';
+import { job, optedIn } from '../support/fixtures.ts';
 
 const read = (path: string) => readFileSync(join(REPO_ROOT, path), 'utf8');
 const oldest = `${MIN_KUBERNETES.major}.${MIN_KUBERNETES.minor}`;

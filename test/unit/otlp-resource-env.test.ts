@@ -5,7 +5,7 @@ import { parseConfig } from '../../src/core/config.ts';
 import { inject } from '../../src/core/inject.ts';
 import type { Obj } from '../../src/core/kube.ts';
 import { globalSettings } from '../../src/core/settings.ts';
-import { job } from './fixtures.ts';
+import { job } from '../support/fixtures.ts';
 
 const config = parseConfig({ sink: { type: 'otlp', endpoint: 'http://otel.example:4318' } });
 

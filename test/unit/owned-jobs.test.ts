@@ -5,7 +5,7 @@ import { parseConfig } from '../../src/core/config.ts';
 import { mutateJob } from '../../src/core/mutate.ts';
 import { parseQuantity } from '../../src/contract/quantity.ts';
 import { containerQos, ephemeralStorage, sizeSidecar } from '../../src/core/resources.ts';
-import { durableConfig, job, optedIn } from './fixtures.ts';
+import { durableConfig, job, optedIn } from '../support/fixtures.ts';
 
 const owner = (apiVersion: string, kind: string, name = 'owner', controller = true) => ({ apiVersion, kind, name, uid: '00000000-0000-0000-0000-000000000001', controller });
 

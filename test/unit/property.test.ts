@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { build } from '../../src/http/app.ts';
 import { applyPatch } from '../../src/core/patch.ts';
-import { decodePatch, deps, job, review } from './fixtures.ts';
+import { decodePatch, deps, job, review } from '../support/fixtures.ts';
 
 const app = build({ deps: deps() });
 

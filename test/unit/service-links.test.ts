@@ -7,7 +7,7 @@ import { inject } from '../../src/core/inject.ts';
 import type { Container, Obj } from '../../src/core/kube.ts';
 import { globalSettings } from '../../src/core/settings.ts';
 import { loadConfig } from '../../sidecar/config.ts';
-import { job } from './fixtures.ts';
+import { job } from '../support/fixtures.ts';
 
 interface Port {
   name?: string;

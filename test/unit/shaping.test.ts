@@ -11,7 +11,7 @@ import { decide } from '../../src/core/decide.ts';
 import { ERROR_CODES } from '../../src/core/errors.ts';
 import { mutateJob } from '../../src/core/mutate.ts';
 import { parseConfig } from '../../src/core/config.ts';
-import { durableConfig, job, optedIn } from './fixtures.ts';
+import { durableConfig, job, optedIn } from '../support/fixtures.ts';
 
 type Env = Array<{ name: string; value?: string }>;
 

@@ -10,7 +10,7 @@ import { foreignMount, imageRepository, sidecarDigest, SIGNATURE_ANNOTATION } fr
 import { review } from '../../src/core/admission.ts';
 import { mutateJob } from '../../src/core/mutate.ts';
 import { ownedPods, verifyInjection } from '../../harvester/trust.ts';
-import { decodePatch, deps, durableConfig, job as jobFixture, optedIn, review as reviewOf } from './fixtures.ts';
+import { decodePatch, deps, durableConfig, job as jobFixture, optedIn, review as reviewOf } from '../support/fixtures.ts';
 
 const KEY = Buffer.from('0123456789abcdef0123456789abcdef');
 

@@ -6,7 +6,7 @@ import { deliveryRecordOf, encodeDeliveryRecord, HOLD_ANNOTATION, holdOf, holdPa
 import { DELIVERY_ANNOTATION } from '../../harvester/report.ts';
 import { mutateJob } from '../../src/core/mutate.ts';
 import { signedJson, verifiedJson, verifyInjection } from '../../harvester/trust.ts';
-import { durableConfig, job, optedIn } from './fixtures.ts';
+import { durableConfig, job, optedIn } from '../support/fixtures.ts';
 
 const KEY = Buffer.from('0123456789abcdef0123456789abcdef');
 const OLD_KEY = Buffer.from('an-older-key-an-older-key-32-byt');

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/core/config.ts';
 import { mutateJob } from '../../src/core/mutate.ts';
-import { durableConfig, job, optedIn } from './fixtures.ts';
+import { durableConfig, job, optedIn } from '../support/fixtures.ts';
 
 /** The injected sidecar's lifecycle hooks, or undefined when it has none. */
 function hooksOf(spec: Record<string, unknown>, config = durableConfig()): unknown {

@@ -11,7 +11,7 @@ import { decide } from '../../src/core/decide.ts';
 import { mutateJob } from '../../src/core/mutate.ts';
 import type { NamespaceMeta } from '../../src/core/kube.ts';
 import { tenantOf } from '../../src/core/tenants.ts';
-import { job, optedIn } from './fixtures.ts';
+import { job, optedIn } from '../support/fixtures.ts';
 
 /**
  * Per-namespace credentials and log-store tenants (src/core/tenants.ts): the

@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process';
 import { request } from 'node:https';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { job, review } from './fixtures.ts';
+import { job, review } from '../support/fixtures.ts';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 const TSX = join(ROOT, 'node_modules/.bin/tsx');

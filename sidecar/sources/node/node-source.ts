@@ -1,19 +1,17 @@
-// node mode: discovers the pod's container directories and log files (file
-// system events plus a poll), opens every file as soon as it appears so that
-// rotation and deletion cannot take it away, and reads them in one loop, a
-// chunk at a time, pausing whenever delivery is saturated.
-import { watch, type FSWatcher } from 'node:fs';
-import { lstat, open, readdir } from 'node:fs/promises';
-import path from 'node:path';
-import { FileProgress } from '../../records/progress.ts';
+// node mode: reads the log files discovery finds and opens (discovery.ts) in
+// one loop, a chunk at a time, pausing whenever delivery is saturated; the
+// files of a container run in the order they were written, a rotated file's
+// last fragments handed to the next; and the drain.
+import type { FileHandle } from 'node:fs/promises';
+import { lstat } from 'node:fs/promises';
 import type { CheckpointEntry } from '../../delivery/checkpoint.ts';
 import type { EngineOptions } from '../../config.ts';
 import type { LogSource, SourceOptions } from '../source.ts';
 import { gzipFingerprint } from './fingerprint.ts';
 import { log } from '../../log.ts';
-import { fileKey, idPrefix, type LogRecord } from '../../records/record.ts';
-import { OPEN_LOG_FLAGS, SkippedSymlinks } from './symlinks.ts';
-import { UnreadableFiles } from './unreadable.ts';
+import { fileKey, type LogRecord } from '../../records/record.ts';
+import { FileStates } from './file-states.ts';
+import { compareAge, LogDiscovery, runOf, type Age, type FoundFile, type Taken } from './discovery.ts';
 import { DONE, GzTail, IDLE, PlainTail, ReadBuffer, type FileState, type Release, type Step, type Tail, type TailOptions } from './tail.ts';
 import type { CriDecoder } from './cri.ts';
 
@@ -21,23 +19,12 @@ import type { CriDecoder } from './cri.ts';
 export const DRAIN_QUIET_MS = 500;
 /** The longest a drain follows files that keep being written: the kubelet's SIGKILL window for the main containers (2 s) and a margin. */
 export const DRAIN_SETTLE_MAX_MS = 3000;
-/** Scans in a row a finished file must be absent before its checkpoint entry is dropped. */
-const PRUNE_AFTER_SCANS = 3;
-
-/** A file identity met for the first time, and where to start reading it; 'skip' when it is handled already. */
-type Identified = { readonly state: FileState; readonly start: number } | 'skip';
-
 /** A rotated file that ended in the middle of a line: its decoder holds the P fragments. */
 interface Carry {
   readonly state: FileState;
   readonly decoder: CriDecoder;
   /** The rotated file's age (see NodeSource.age): only a newer file takes the fragments. */
   readonly age: Age;
-}
-
-interface Age {
-  readonly rank: number;
-  readonly time: string;
 }
 
 /**
@@ -52,29 +39,6 @@ interface Link {
   readonly after: number;
 }
 
-const runOf = (t: { readonly container: string; readonly restart: number }): string => `${t.container}/${t.restart}`;
-
-function compareAge(a: Age, b: Age): number {
-  if (a.rank !== b.rank) return a.rank - b.rank;
-  return a.time < b.time ? -1 : a.time > b.time ? 1 : 0;
-}
-
-export type LogFileKind = 'live' | 'rotated' | 'gz';
-
-export interface LogFileName {
-  readonly restart: number;
-  readonly kind: LogFileKind;
-}
-
-/** `<restart>.log`, `<restart>.log.<YYYYMMDD-hhmmss>`, `<restart>.log.<YYYYMMDD-hhmmss>.gz`; anything else (e.g. `.gz.tmp`) is not ours. */
-export function parseLogName(name: string): LogFileName | undefined {
-  const m = /^(\d+)\.log(?:\.(\d{8}-\d{6})(\.gz)?)?$/.exec(name);
-  if (!m) return undefined;
-  const restart = Number(m[1]);
-  if (!Number.isSafeInteger(restart)) return undefined;
-  return { restart, kind: m[3] ? 'gz' : m[2] ? 'rotated' : 'live' };
-}
-
 /** Node mode reads files: the log directory and the poll interval, optional in the engine's options, are set. */
 export interface NodeSourceOptions extends SourceOptions {
   readonly config: EngineOptions & { readonly logDir: string; readonly pollMs: number };
@@ -83,25 +47,15 @@ export interface NodeSourceOptions extends SourceOptions {
 export class NodeSource implements LogSource {
   private readonly tails: Tail[] = [];
   private readonly byInode = new Map<string, Tail>();
-  private readonly states = new Map<string, FileState>();
-  /** Files looked at and found to be handled already: signature -> checkpoint key. */
-  private readonly ignored = new Map<string, string>();
-  private readonly watchers = new Map<string, FSWatcher>();
+  private readonly files: FileStates;
+  private readonly discovery: LogDiscovery;
   private readonly tailOptions: TailOptions;
-  private pollTimer: NodeJS.Timeout | undefined;
   private wakeUp: (() => void) | undefined;
   private kicked = false;
-  private scanning: Promise<void> | undefined;
-  private rescan = false;
   private finalScanned = false;
   private final = false;
   private stopped = false;
   private loopDone: Promise<void> | undefined;
-  private scans = 0;
-  private readonly symlinks: SkippedSymlinks;
-  private readonly unreadable: UnreadableFiles;
-  /** Per run (`container/restart`), the (device:inode) id of `<restart>.log` when last seen. */
-  private readonly live = new Map<string, string>();
   /** Per run, the fragments of a rotated file that the run's next file has not taken yet. */
   private readonly carries = new Map<string, Carry>();
   private readonly links: Link[] = [];
@@ -110,18 +64,27 @@ export class NodeSource implements LogSource {
 
   constructor(private readonly opts: NodeSourceOptions) {
     const cfg = opts.config;
-    this.symlinks = new SkippedSymlinks(opts.stats);
-    this.unreadable = new UnreadableFiles(opts.stats);
+    this.discovery = new LogDiscovery({
+      logDir: cfg.logDir,
+      selfContainer: cfg.selfContainer,
+      pollMs: cfg.pollMs,
+      stats: opts.stats,
+      followed: (f) => this.followed(f),
+      take: (f, fh) => this.take(f, fh),
+      containerDone: (container) => {
+        for (const t of this.unready) if (t.container === container) this.unready.delete(t);
+      },
+      passed: (present) => this.files.prune(present),
+      passEnded: () => this.unready.clear(),
+      poke: () => this.kick(),
+    });
+    this.files = new FileStates(opts.checkpoint, cfg.identity.podUid, () => this.advanced());
     this.tailOptions = { maxRecordBytes: cfg.maxRecordBytes, pollMs: cfg.pollMs, stats: opts.stats, reads: new ReadBuffer() };
   }
 
   async start(): Promise<void> {
-    await this.scan();
-    this.watchDir(this.opts.config.logDir);
-    this.pollTimer = setInterval(() => {
-      void this.scan();
-      this.kick();
-    }, this.opts.config.pollMs);
+    await this.discovery.scan();
+    this.discovery.watch();
     this.loopDone = this.loop();
   }
 
@@ -132,11 +95,11 @@ export class NodeSource implements LogSource {
   async flush(): Promise<void> {
     await this.settle();
     this.final = true;
-    await this.scan();
+    await this.discovery.lastScan();
     // Only now may the loop finish: until this last scan is through, a file it
     // is about to add would otherwise be left unread.
     this.finalScanned = true;
-    this.stopWatching();
+    this.discovery.stopWatching();
     this.kick();
     await this.loopDone;
   }
@@ -172,29 +135,20 @@ export class NodeSource implements LogSource {
   /** Drain deadline: stop reading wherever we are. */
   async shutdown(): Promise<void> {
     this.stopped = true;
-    this.stopWatching();
+    this.discovery.halt();
     this.kick();
     await this.loopDone;
   }
 
   async close(): Promise<void> {
-    this.stopWatching();
+    this.discovery.stopWatching();
     for (const t of this.tails.splice(0)) await t.close();
     this.byInode.clear();
   }
 
   /** Checkpoint view: loaded entries not seen yet, plus every file identity met. */
   entries(): Map<string, CheckpointEntry> {
-    const out = new Map(this.opts.checkpoint);
-    for (const [key, s] of this.states) {
-      const committed = s.meta.progress.committed;
-      const done = s.complete && committed >= s.end && s.meta.progress.outstanding === 0;
-      // The timestamp lets a reader of pods/log resume after this file's last
-      // acknowledged line (the termination message); node mode itself needs only the offset.
-      const ts = s.meta.progress.committedMark?.ts ?? s.resumeTs;
-      out.set(key, ts !== undefined ? { offset: committed, done, ts, n: 1 } : { offset: committed, done });
-    }
-    return out;
+    return this.files.entries();
   }
 
   async unreadBytes(): Promise<number> {
@@ -211,31 +165,11 @@ export class NodeSource implements LogSource {
     return { mode: 'node', logDir: this.opts.config.logDir };
   }
 
-  private identify(container: string, restart: number, fp: string): Identified {
-    const key = fileKey(container, restart, fp);
-    if (this.states.has(key)) return 'skip';
-    const entry = this.opts.checkpoint.get(key);
-    this.opts.checkpoint.delete(key);
-    const meta = {
-      container,
-      restart,
-      fingerprint: fp,
-      key,
-      idPrefix: idPrefix(this.opts.config.identity.podUid, container, restart, fp),
-      progress: new FileProgress<LogRecord>(entry?.offset ?? 0, () => this.advanced()),
-    };
-    const state: FileState = { meta, released: entry?.done ?? false, complete: entry?.done ?? false, end: entry?.offset ?? 0, missing: 0, ...(entry?.ts !== undefined ? { resumeTs: entry.ts } : {}) };
-    this.states.set(key, state);
-    if (entry?.done) return 'skip';
-    if (entry) log.info('resuming file from checkpoint', { container, restart, offset: entry.offset });
-    return { state, start: entry?.offset ?? 0 };
-  }
-
   /** Fingerprints a plain file and starts it where the checkpoint says; false while its head is too short to tell. */
   private async begin(t: PlainTail): Promise<boolean | 'skip'> {
     const fp = await t.fingerprint(this.final);
     if (!fp) return false;
-    const r = this.identify(t.container, t.restart, fp);
+    const r = this.files.identify(t.container, t.restart, fp);
     if (r === 'skip') return 'skip';
     await t.begin(r.state, r.start);
     return true;
@@ -343,10 +277,7 @@ export class NodeSource implements LogSource {
   }
 
   private age(t: Tail): Age {
-    const base = path.basename(t.path);
-    const name = parseLogName(base);
-    if (name && name.kind !== 'live') return { rank: 0, time: base.slice(base.indexOf('.log.') + 5, base.indexOf('.log.') + 20) };
-    return { rank: this.live.get(runOf(t)) === t.id ? 2 : 1, time: '' };
+    return this.discovery.age(t);
   }
 
   private kick(): void {
@@ -405,152 +336,47 @@ export class NodeSource implements LogSource {
     void t.close();
   }
 
-  private stopWatching(): void {
-    if (this.pollTimer) clearInterval(this.pollTimer);
-    this.pollTimer = undefined;
-    for (const w of this.watchers.values()) w.close();
-    this.watchers.clear();
+  /** A file discovery found again: followed already when a tail has its identity, which takes its new name. */
+  private followed(f: FoundFile): Taken | undefined {
+    const known = this.byInode.get(f.id);
+    if (!known) return undefined;
+    known.path = f.path;
+    return { key: known.state?.meta.key };
   }
 
-  private watchDir(dir: string): void {
-    if (this.watchers.has(dir) || this.final || this.stopped) return;
-    try {
-      const w = watch(dir, { persistent: false }, () => {
-        void this.scan();
-        this.kick();
-      });
-      w.on('error', () => {
-        w.close();
-        this.watchers.delete(dir);
-      });
-      this.watchers.set(dir, w);
-    } catch {
-      // Not there yet or not watchable: the poll covers it.
-    }
-  }
-
-  /** One pass over the directory tree; concurrent requests coalesce into one extra pass. */
-  scan(): Promise<void> {
-    if (this.scanning) {
-      this.rescan = true;
-      return this.scanning;
-    }
-    this.scanning = (async () => {
-      do {
-        this.rescan = false;
-        try {
-          await this.scanOnce();
-        } catch (err) {
-          log.warn('scanning the log directory failed', { error: err });
-        } finally {
-          // Whatever this pass found is known now (scans never overlap).
-          this.unready.clear();
-        }
-      } while (this.rescan && !this.stopped);
-    })().finally(() => {
-      this.scanning = undefined;
-    });
-    return this.scanning;
-  }
-
-  private async scanOnce(): Promise<void> {
-    const { logDir, selfContainer } = this.opts.config;
-    let dirs: string[];
-    try {
-      const entries = await readdir(logDir, { withFileTypes: true });
-      for (const d of entries) if (d.isSymbolicLink()) this.symlinks.skip(path.join(logDir, d.name));
-      dirs = entries.filter((d) => d.isDirectory() && d.name !== selfContainer).map((d) => d.name);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') await this.unreadable.note(logDir, err);
-      return;
-    }
-    this.unreadable.readable(logDir);
-    const present = new Set<string>();
-    for (const container of dirs) {
-      const dir = path.join(logDir, container);
-      this.watchDir(dir);
-      let names: string[];
-      try {
-        names = await readdir(dir);
-        this.unreadable.readable(dir);
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') await this.unreadable.note(dir, err);
-        continue;
-      }
-      const parsed = names.map((n) => ({ n, p: parseLogName(n) })).filter((x): x is { n: string; p: LogFileName } => x.p !== undefined);
-      // Plain files first: a rotation present both plain and gzipped is read from the plain one.
-      // Code-unit order, not localeCompare: the names are ASCII, and collation would load ICU data.
-      parsed.sort((a, b) => Number(a.p.kind === 'gz') - Number(b.p.kind === 'gz') || (a.n < b.n ? -1 : a.n > b.n ? 1 : 0));
-      for (const { n, p } of parsed) {
-        if (this.stopped) return;
-        try {
-          const key = await this.consider(path.join(dir, n), container, p);
-          if (key) present.add(key);
-          this.unreadable.readable(path.join(dir, n));
-        } catch (err) {
-          const code = (err as NodeJS.ErrnoException).code;
-          if (code === 'ELOOP') this.symlinks.skip(path.join(dir, n));
-          else if (code !== 'ENOENT') await this.unreadable.note(path.join(dir, n), err);
-        }
-      }
-      for (const t of this.unready) if (t.container === container) this.unready.delete(t);
-    }
-    this.prune(present);
-    this.kick();
-  }
-
-  /** Starts following a file unless it is followed or handled already; returns its checkpoint key when known. */
-  private async consider(file: string, container: string, name: LogFileName): Promise<string | undefined> {
-    const st = await lstat(file);
-    if (st.isSymbolicLink()) this.symlinks.skip(file);
-    if (!st.isFile()) return undefined;
-    const id = `${st.dev}:${st.ino}`;
-    if (name.kind === 'live') this.live.set(`${container}/${name.restart}`, id);
-    const known = this.byInode.get(id);
-    if (known) {
-      known.path = file;
-      return known.state?.meta.key;
-    }
-    const sig = `${id}:${st.size}:${st.mtimeMs}`;
-    const ignoredKey = this.ignored.get(sig);
-    if (ignoredKey !== undefined) return ignoredKey;
-    const fh = await open(file, OPEN_LOG_FLAGS);
-    const fst = await fh.stat();
-    if (fst.ino !== st.ino || fst.dev !== st.dev) {
-      await fh.close();
-      return undefined;
-    }
-    if (name.kind === 'gz') {
-      let fp: string | undefined;
-      try {
-        fp = await gzipFingerprint(fh);
-      } catch (err) {
-        log.warn('cannot read compressed log', { path: file, error: err });
-      }
-      if (!fp) {
-        await fh.close();
-        return undefined;
-      }
-      const r = this.identify(container, name.restart, fp);
-      const key = fileKey(container, name.restart, fp);
-      if (r === 'skip') {
-        await fh.close();
-        this.ignored.set(sig, key);
-        return key;
-      }
-      log.info('reading compressed rotation that was never seen uncompressed', { path: file, offset: r.start });
-      this.addTail(new GzTail(fh, id, file, container, name.restart, r.state, r.start, this.tailOptions));
-      return key;
-    }
-    const tail = new PlainTail(fh, id, fst.ino, file, container, name.restart, this.tailOptions);
+  /** Starts following a file discovery opened, unless it is handled already. */
+  private async take(f: FoundFile, fh: FileHandle): Promise<Taken> {
+    if (f.name.kind === 'gz') return this.takeGz(f, fh);
+    const tail = new PlainTail(fh, f.id, f.ino, f.path, f.container, f.name.restart, this.tailOptions);
     const r = await this.begin(tail);
     if (r === 'skip') {
       await tail.close();
-      this.ignored.set(sig, tail.key ?? '');
-      return tail.key;
+      return { key: tail.key, handled: true };
     }
     this.addTail(tail);
-    return tail.key;
+    return { key: tail.key };
+  }
+
+  private async takeGz(f: FoundFile, fh: FileHandle): Promise<Taken> {
+    let fp: string | undefined;
+    try {
+      fp = await gzipFingerprint(fh);
+    } catch (err) {
+      log.warn('cannot read compressed log', { path: f.path, error: err });
+    }
+    if (!fp) {
+      await fh.close();
+      return { key: undefined };
+    }
+    const r = this.files.identify(f.container, f.name.restart, fp);
+    const key = fileKey(f.container, f.name.restart, fp);
+    if (r === 'skip') {
+      await fh.close();
+      return { key, handled: true };
+    }
+    log.info('reading compressed rotation that was never seen uncompressed', { path: f.path, offset: r.start });
+    this.addTail(new GzTail(fh, f.id, f.path, f.container, f.name.restart, r.state, r.start, this.tailOptions));
+    return { key };
   }
 
   private addTail(t: Tail): void {
@@ -558,20 +384,5 @@ export class NodeSource implements LogSource {
     this.unready.add(t);
     this.byInode.set(t.id, t);
     this.opts.stats.filesOpened++;
-  }
-
-  /** Forget finished files that are gone from disk, so the checkpoint does not grow forever. */
-  private prune(present: ReadonlySet<string>): void {
-    if (++this.scans >= PRUNE_AFTER_SCANS) {
-      for (const key of this.opts.checkpoint.keys()) if (!present.has(key)) this.opts.checkpoint.delete(key);
-    }
-    for (const [key, s] of this.states) {
-      if (present.has(key)) {
-        s.missing = 0;
-        continue;
-      }
-      const done = s.complete && s.meta.progress.committed >= s.end && s.meta.progress.outstanding === 0;
-      if (done && ++s.missing >= PRUNE_AFTER_SCANS) this.states.delete(key);
-    }
   }
 }

@@ -6,10 +6,10 @@ import { HttpMethod, KubeConfig, RequestContext, type V1Pod } from '@kubernetes/
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { LIST_PAGE_LIMIT, REFUSED_GRACE_MS, sharedConnections, watchJobPods, type JobWatch } from '../../harvester/kube.ts';
-import type { Level } from '../../harvester/log.ts';
-import { WatchStats } from '../../harvester/metrics.ts';
-import { namespaceGoing } from '../../harvester/api-errors.ts';
+import { LIST_PAGE_LIMIT, ListWatch, REFUSED_GRACE_MS, sharedConnections, watchJobPods, type JobWatch } from '../kube.ts';
+import type { Level } from '../log.ts';
+import { WatchStats } from '../metrics.ts';
+import { namespaceGoing } from '../api-errors.ts';
 
 type Answer = (res: ServerResponse, q: URLSearchParams) => void;
 
@@ -188,6 +188,31 @@ describe('listWatch', () => {
     w.stop();
     await new Promise((r) => setTimeout(r, 300));
     expect(f.lists).toHaveLength(1);
+    expect(f.watches).toHaveLength(1);
+  });
+
+  it('as a Runnable, stays pending while it watches and returns once its signal is aborted, with no request afterwards', async () => {
+    const f = await fake();
+    f.watchAnswers.push(hang);
+    const seen: string[] = [];
+    const w = new ListWatch<V1Pod>(f.kc, 'pod (ns)', {
+      list: async () => ({ items: [pod('a', '1')], metadata: { resourceVersion: '1' } }),
+      path: '/api/v1/namespaces/ns/pods',
+      query: {},
+      onObject: (type, p) => seen.push(`${type} ${p.metadata?.name}`),
+      log: () => {},
+    });
+    watchesToStop.push(w);
+    const stop = new AbortController();
+    let returned = false;
+    const running = w.run(stop.signal).then(() => (returned = true));
+    await until('the watch', () => f.watches.length >= 1);
+    expect(seen).toEqual(['ADDED a']);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(returned).toBe(false);
+    stop.abort();
+    await running;
+    await new Promise((r) => setTimeout(r, 300));
     expect(f.watches).toHaveLength(1);
   });
 });

@@ -1,7 +1,7 @@
 import type { V1Job } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { deliveryRecordOf, encodeDeliveryRecord, HOLD_ANNOTATION, HOLD_MARGIN_SECONDS, heldTtl, holdDeadline, holdOf, holdPatch, releasePatch } from '../../harvester/hold.ts';
-import { DELIVERY_ANNOTATION } from '../../harvester/report.ts';
+import { deliveryRecordOf, encodeDeliveryRecord, HOLD_ANNOTATION, HOLD_MARGIN_SECONDS, heldTtl, holdDeadline, holdOf, holdPatch, releasePatch } from '../hold.ts';
+import { DELIVERY_ANNOTATION } from '../report.ts';
 
 const KEY = Buffer.from('0123456789abcdef0123456789abcdef');
 const OTHER = Buffer.from('fedcba9876543210fedcba9876543210');

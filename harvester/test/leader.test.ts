@@ -4,8 +4,8 @@ import { once } from 'node:events';
 import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { startLeader, type Leader, type LeaderOptions, type LeaseApi } from '../../harvester/leader.ts';
-import { checkTimings, leaseAction, observe, type LeaseView } from '../../harvester/lease.ts';
+import { LeaderElector, type LeaderOptions, type LeaseApi } from '../leader.ts';
+import { checkTimings, leaseAction, observe, type LeaseView } from '../lease.ts';
 
 // client-go's defaults; the clock is fake, so real durations cost nothing.
 const TIMINGS = { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000 };
@@ -53,6 +53,25 @@ describe('lease decisions', () => {
     expect(() => checkTimings({ ...TIMINGS, leaseDurationMs: Number.NaN })).toThrow(/positive/);
   });
 });
+
+/** A running elector: isLeader() as it says, stop() aborts its run and waits for it. */
+interface Leader {
+  isLeader(): boolean;
+  stop(): Promise<void>;
+}
+
+function startLeader(api: LeaseApi, opts: LeaderOptions): Leader {
+  const elector = new LeaderElector(api, opts);
+  const ac = new AbortController();
+  const running = elector.run(ac.signal);
+  return {
+    isLeader: () => elector.isLeader(),
+    stop: () => {
+      ac.abort();
+      return running;
+    },
+  };
+}
 
 type Mode = 'ok' | 'down' | 'hang' | { slowMs: number };
 

@@ -1,7 +1,7 @@
 import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { encodeTermination, type TerminationCounts } from '../../src/contract/termination.ts';
-import { deliveryEvent, deliveryOf, jobFinished, needsHarvest, podOutcome, sidecarOutcome } from '../../harvester/report.ts';
+import { deliveryEvent, deliveryOf, jobFinished, needsHarvest, podOutcome, sidecarOutcome } from '../report.ts';
 
 const base: TerminationCounts = { state: 'complete', mode: 'node', sink: 'loki', shipped: 2000, unsent: 0, dead_lettered: 0 };
 

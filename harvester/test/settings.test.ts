@@ -5,7 +5,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { parseSettings } from '../../harvester/main.ts';
+import { parseSettings } from '../main.ts';
 
 const keyFile = (): string => {
   const f = join(mkdtempSync(join(tmpdir(), 'hv-settings-')), 'key');
@@ -52,7 +52,7 @@ describe('harvester settings', () => {
   });
 
   it("--config: the webhook's configuration file, which tells a missed injection as admission would; the webhook's defaults without it", async () => {
-    const { missedInjection } = await import('../../harvester/missed.ts');
+    const { missedInjection } = await import('../missed.ts');
     const f = keyFile();
     const cfg = join(mkdtempSync(join(tmpdir(), 'hv-config-')), 'config.yaml');
     writeFileSync(cfg, 'webhookNamespace: logging\nexcludedNamespaces: [batch-legacy]\nsink:\n  type: http\n  endpoint: http://logs.example:8080/ingest\n');

@@ -2,7 +2,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { parseDelivery } from '../../src/contract/harvest.ts';
 import { PURPOSE, checkSignedJson, keyFromText, signedJson } from '../../src/contract/signature.ts';
-import { podUsage, usageOf } from '../../harvester/usage.ts';
+import { podUsage, usageOf } from '../usage.ts';
 
 const KEY = keyFromText('0123456789abcdef0123456789abcdef');
 

@@ -3,11 +3,11 @@
 // the number of Jobs that are not opted in.
 import type { V1Job } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { encodeDeliveryRecord } from '../../harvester/hold.ts';
-import { missedJobKey } from '../../harvester/missed.ts';
+import { encodeDeliveryRecord } from '../hold.ts';
+import { missedJobKey } from '../missed.ts';
 import { DELIVERY_ANNOTATION } from '../../src/contract/harvest.ts';
 import type { NamespaceMeta } from '../../src/core/kube.ts';
-import { durableConfig, job as jobFixture, optedIn } from './fixtures.ts';
+import { durableConfig, job as jobFixture, optedIn } from '../../test/support/fixtures.ts';
 
 const KEY = Buffer.from('0123456789abcdef0123456789abcdef');
 const CONFIG = durableConfig();

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { TTL_FLOOR_SECONDS } from '../../src/core/inject.ts';
 import { mutateJob } from '../../src/core/mutate.ts';
 import type { Job } from '../../src/core/kube.ts';
-import { durableConfig, job, optedIn } from './fixtures.ts';
+import { durableConfig, job, optedIn } from '../../test/support/fixtures.ts';
 
 function run(spec: Record<string, unknown>) {
   const j = job('short', {});

@@ -9,10 +9,10 @@ import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { INJECTED_LABEL } from '../../src/contract/harvest.ts';
 import { mutateJob } from '../../src/core/mutate.ts';
-import { DEFAULT_BUDGET_BYTES, PodReports } from '../../harvester/pod-reports.ts';
-import { PodWatches } from '../../harvester/pod-watches.ts';
-import { verifyInjection } from '../../harvester/trust.ts';
-import { durableConfig, job as jobFixture, optedIn } from './fixtures.ts';
+import { DEFAULT_BUDGET_BYTES, PodReports } from '../pod-reports.ts';
+import { PodWatches } from '../pod-watches.ts';
+import { verifyInjection } from '../trust.ts';
+import { durableConfig, job as jobFixture, optedIn } from '../../test/support/fixtures.ts';
 
 const KEY = Buffer.from('0123456789abcdef0123456789abcdef');
 

@@ -5,7 +5,7 @@
 import type { V1Job } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { DELIVERY_ANNOTATION } from '../../src/contract/harvest.ts';
-import { PodWatches } from '../../harvester/pod-watches.ts';
+import { PodWatches } from '../pod-watches.ts';
 
 function job(namespace: string, name: string, o: { recorded?: boolean; deleting?: boolean; forged?: boolean } = {}): V1Job {
   return {

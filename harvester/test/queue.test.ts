@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { WorkQueue, type ReconcileResult } from '../../harvester/queue.ts';
+import { WorkQueue, type ReconcileResult } from '../queue.ts';
 
 const done: ReconcileResult = { kind: 'done' };
 

@@ -1,7 +1,7 @@
 import type { V1Job, V1RoleBinding } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { HOLD_ANNOTATION, holdPatch } from '../../harvester/hold.ts';
-import { isOurLogReaderBinding, isOurSecret, parseUninstallSettings, releaseOf } from '../../harvester/uninstall.ts';
+import { HOLD_ANNOTATION, holdPatch } from '../hold.ts';
+import { isOurLogReaderBinding, isOurSecret, parseUninstallSettings, releaseOf } from '../uninstall.ts';
 import { managedByLabels } from '../../src/contract/managed-by.ts';
 
 const KEY = Buffer.from('0123456789abcdef0123456789abcdef');
