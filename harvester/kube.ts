@@ -193,7 +193,7 @@ export class ListWatch<T extends { metadata?: { resourceVersion?: string; uid?: 
   private readonly retryMs: number;
   private readonly maxRetryMs: number;
   private readonly random: () => number;
-  private readonly levelOf: (err: unknown) => Level;
+  private readonly levelOf: (err: unknown) => LogLevel;
   private req: { abort(): void } | undefined;
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;

@@ -10,12 +10,13 @@
 //   - every write carries the resourceVersion read, so of two candidates that
 //     race in one round, one loses with a 409.
 import { Observable, V1MicroTime, type ConfigurationOptions, type CoordinationV1Api, type RequestContext, type ResponseContext, type V1Lease } from '@kubernetes/client-node';
+import { statusOf } from './api-errors.ts';
 import { checkTimings, leaseAction, observe, type LeaseView, type Observed } from './lease.ts';
+import type { Log } from './log.ts';
 import type { Runnable } from './runnable.ts';
 
 export type LeaseApi = Pick<CoordinationV1Api, 'readNamespacedLease' | 'createNamespacedLease' | 'replaceNamespacedLease'>;
 
-export type LeaderLog = (level: 'debug' | 'info' | 'warn' | 'error', msg: string, fields?: Record<string, unknown>) => void;
 
 export interface LeaderOptions {
   namespace: string;
@@ -34,7 +35,7 @@ export interface LeaderOptions {
    * tools reading it; no decision here reads them back as times.
    */
   wallClock?: () => number;
-  log?: LeaderLog;
+  log?: Log;
   /**
    * Gives the Lease up when run()'s signal is aborted, so that another replica
    * takes over at once (client-go's ReleaseOnCancel); on unless false.
@@ -50,7 +51,8 @@ export interface LeaderOptions {
   onStoppedLeading(): void;
 }
 
-type Outcome = { kind: 'held' } | { kind: 'follow'; holder: string | undefined } | { kind: 'conflict' };
+/** What one try at the Lease found: held by us, another's to follow, or a write lost to a concurrent one. */
+type LeaseRound = { kind: 'held' } | { kind: 'follow'; holder: string | undefined } | { kind: 'conflict' };
 
 /**
  * client-go's LeaderElector: run() acquires the Lease, runs the term's work,
@@ -64,7 +66,7 @@ export class LeaderElector implements Runnable {
   private readonly ref: { namespace: string; name: string };
   private readonly now: () => number;
   private readonly wallClock: () => number;
-  private readonly log: LeaderLog;
+  private readonly log: Log;
 
   /** The Lease as this candidate last saw it change, on its own clock. */
   private observed: Observed | undefined;
@@ -109,7 +111,7 @@ export class LeaderElector implements Runnable {
     this.started = true;
     if (signal.aborted) this.windDown();
     else signal.addEventListener('abort', () => this.windDown(), { once: true });
-    let last: Outcome | undefined;
+    let last: LeaseRound | undefined;
     while (await this.acquire(last)) {
       this.lead();
       last = await this.renew();
@@ -125,7 +127,7 @@ export class LeaderElector implements Runnable {
    * ended; false once the rounds have ended. `last` is the outcome of the
    * round that ended the previous term: it may have renewed already.
    */
-  private async acquire(last: Outcome | undefined): Promise<boolean> {
+  private async acquire(last: LeaseRound | undefined): Promise<boolean> {
     for (let outcome = last; !this.ended.signal.aborted; outcome = await this.nextRound()) {
       if (outcome?.kind !== 'held' || this.leading || this.stopping) continue;
       if (this.workSettled) return true;
@@ -135,8 +137,8 @@ export class LeaderElector implements Runnable {
   }
 
   /** Rounds while this term leads; the outcome of the round that ended it. */
-  private async renew(): Promise<Outcome | undefined> {
-    let outcome: Outcome | undefined;
+  private async renew(): Promise<LeaseRound | undefined> {
+    let outcome: LeaseRound | undefined;
     while (this.leading && !this.ended.signal.aborted) outcome = await this.nextRound();
     return outcome;
   }
@@ -214,7 +216,7 @@ export class LeaderElector implements Runnable {
   }
 
   /** One round a retry period after the last one began; undefined if it failed or the rounds ended first. */
-  private async nextRound(): Promise<Outcome | undefined> {
+  private async nextRound(): Promise<LeaseRound | undefined> {
     if (this.roundStartedAt !== undefined) await pause(this.roundStartedAt + this.opts.retryPeriodMs - this.now(), this.ended.signal);
     if (this.ended.signal.aborted) return undefined;
     this.roundStartedAt = this.now();
@@ -226,14 +228,14 @@ export class LeaderElector implements Runnable {
     }
   }
 
-  private async round(started: number): Promise<Outcome | undefined> {
+  private async round(started: number): Promise<LeaseRound | undefined> {
     // Checked every round, not only after a failed renewal.
     this.loseIfDeadlinePassed();
     // An attempt never outlives the renew deadline, so a hung call cannot keep
     // this replica leading past it.
     const { retryPeriodMs, renewDeadlineMs } = this.opts;
     const limit = this.holding ? Math.max(1, Math.min(retryPeriodMs, this.lastRenew + renewDeadlineMs - started)) : retryPeriodMs;
-    let outcome: Outcome | undefined;
+    let outcome: LeaseRound | undefined;
     try {
       outcome = await within(limit, (ac) => (this.attempt = ac), (signal) => this.tryAcquireOrRenew(signal));
     } catch (err) {
@@ -255,7 +257,7 @@ export class LeaderElector implements Runnable {
     return outcome;
   }
 
-  private async tryAcquireOrRenew(signal: AbortSignal): Promise<Outcome> {
+  private async tryAcquireOrRenew(signal: AbortSignal): Promise<LeaseRound> {
     const call = callOptions(signal);
     let cur: V1Lease | undefined;
     try {
@@ -382,11 +384,6 @@ function callOptions(signal: AbortSignal): ConfigurationOptions {
 }
 
 /** HTTP status of a client-node ApiException (undefined for network errors). */
-function statusOf(err: unknown): number | undefined {
-  const c = (err as { code?: unknown })?.code;
-  return typeof c === 'number' ? c : undefined;
-}
-
 function messageOf(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }

@@ -6,8 +6,6 @@ import { LOG_LEVELS, type Log, type LogLevel } from '../src/contract/log.ts';
 import { log as engineLog } from '../sidecar/engine.ts';
 
 export type { Log, LogLevel };
-/** The level's former name here, still imported by harvester/main.ts and test/unit/harvester-list-watch.test.ts. */
-export type Level = LogLevel;
 
 export const log: Log = (level, msg, fields) => engineLog.line(level, msg, { component: 'harvester', ...fields });
 

@@ -19,7 +19,7 @@ import { missedInjection } from './missed.ts';
 import { DEFAULT_BUDGET_BYTES, PodReports } from './pod-reports.ts';
 import { LeaderElector } from './leader.ts';
 import { collect, int, level } from './flags.ts';
-import { LEVELS, log, setLogLevel, type Level } from './log.ts';
+import { LEVELS, log, setLogLevel, type LogLevel } from './log.ts';
 import { startMetrics, WatchStats } from './metrics.ts';
 import { DEFAULT_MAX_NAMESPACES, DeliveryTotals } from './delivery-totals.ts';
 import { Reconciler } from './reconcile.ts';
@@ -52,7 +52,7 @@ export interface HarvesterSettings {
   readonly metricsPort: number;
   /** Job namespaces with series of their own in the delivery metrics; the rest are folded into one. */
   readonly metricsMaxNamespaces: number;
-  readonly logLevel: Level;
+  readonly logLevel: LogLevel;
   /** The webhook's configuration (the chart's config file): tells a Job that missed injection from one skipped on purpose. */
   readonly config: Config;
 }
@@ -105,7 +105,7 @@ export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = 
     logsUrlTemplate?: string;
     metricsPort: number;
     metricsMaxNamespaces: number;
-    logLevel?: Level;
+    logLevel?: LogLevel;
   }>();
   const leaseDurationMs = o.leaseSeconds * 1000;
   // client-go's ratio: renew deadline two thirds of the Lease, retry a fifth.
@@ -137,10 +137,10 @@ export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = 
   };
 }
 
-function envLevel(v: string | undefined): Level {
+function envLevel(v: string | undefined): LogLevel {
   if (v === undefined || v === '') return 'info';
   if (!(LEVELS as readonly string[]).includes(v)) throw new InvalidArgumentError(`JOBHARVEST_LOG_LEVEL: ${LEVELS.join(', ')}`);
-  return v as Level;
+  return v as LogLevel;
 }
 
 function kubeConfig(file: string | undefined): KubeConfig {

@@ -4,11 +4,11 @@
 // reconcile, and a Job is never reconciled by two workers at once, so the
 // reconcile function may assume it alone acts on its key (at most one harvest
 // per Job at a time).
+import type { Log } from './log.ts';
 import type { Runnable } from './runnable.ts';
 
 export type ReconcileResult = { kind: 'done' } | { kind: 'requeue'; afterMs: number };
 
-export type QueueLog = (level: 'debug' | 'info' | 'warn' | 'error', msg: string, fields?: Record<string, unknown>) => void;
 
 export interface WorkQueueOptions {
   /** Reconciles running at once, across all keys. */
@@ -27,7 +27,7 @@ export interface WorkQueueOptions {
   now?: () => number;
   /** Aborting it shuts the queue down, as shutdown() does. */
   signal?: AbortSignal;
-  log?: QueueLog;
+  log?: Log;
 }
 
 type Reconcile<K> = (key: K, signal: AbortSignal) => Promise<ReconcileResult>;
@@ -45,7 +45,7 @@ export class WorkQueue<K extends string = string> implements Runnable {
   private readonly jitter: number;
   private readonly random: () => number;
   private readonly now: () => number;
-  private readonly log: QueueLog;
+  private readonly log: Log;
   private readonly abort = new AbortController();
 
   /** Keys in the order they run; each at most once, and never one that is running. */

@@ -33,8 +33,6 @@ export interface PodOutcome {
 
 /** The annotation's value: defined in the contract, which the logs command reads too. */
 export type { DeliveryRecord, DeliveryUsage };
-/** The delivery record's former name, still imported by test/unit/harvester-reconcile.test.ts. */
-export type Delivery = DeliveryRecord;
 
 export interface JobEvent {
   readonly type: 'Normal' | 'Warning';

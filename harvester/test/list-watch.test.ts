@@ -7,7 +7,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { LIST_PAGE_LIMIT, ListWatch, REFUSED_GRACE_MS, sharedConnections, watchJobPods, type JobWatch } from '../kube.ts';
-import type { Level } from '../log.ts';
+import type { LogLevel } from '../log.ts';
 import { WatchStats } from '../metrics.ts';
 import { namespaceGoing } from '../api-errors.ts';
 
@@ -87,7 +87,7 @@ async function until(what: string, f: () => boolean, ms = 8000): Promise<void> {
 
 function start(f: Fake, o: { retryMs?: number; now?: () => number } = {}) {
   const seen: string[] = [];
-  const logs: Array<{ level: Level; msg: string }> = [];
+  const logs: Array<{ level: LogLevel; msg: string }> = [];
   const stats = new WatchStats();
   const abort = new AbortController();
   const w = watchJobPods(f.kc, 'ns', {

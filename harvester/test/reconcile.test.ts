@@ -9,7 +9,7 @@ import { keyId, keyRing, SIGNATURE_ANNOTATION } from '../../src/contract/signatu
 import { mutateJob } from '../../src/core/mutate.ts';
 import { parseDestinations, type Destination } from '../destinations.ts';
 import { deliveryRecordOf, encodeDeliveryRecord, HOLD_ANNOTATION } from '../hold.ts';
-import { DELIVERY_ANNOTATION, type Delivery } from '../report.ts';
+import { DELIVERY_ANNOTATION, type DeliveryRecord } from '../report.ts';
 import { MAX_NOTES, Reconciler, type HarvestApi, type ReconcilerOptions, type WriteResult } from '../reconcile.ts';
 import { DEFAULT_LIMITS, type ShipRequest, type ShipResult } from '../ship.ts';
 import { verifyInjection } from '../trust.ts';
@@ -106,7 +106,7 @@ class FakeApi implements HarvestApi {
   async listNodeNotReadyEvents(): Promise<CoreV1Event[]> {
     return this.nodeEvents;
   }
-  delivery(): Delivery | undefined {
+  delivery(): DeliveryRecord | undefined {
     return deliveryRecordOf(this.job, KEY);
   }
 }
