@@ -9,15 +9,17 @@
 // shaping stage), `writeJson` writes. A container's length is known only once
 // its content is written, so the write leaves one byte for it and moves the
 // content along when the length needs more (only containers of 128 bytes or
-// more: the root, mostly). What the object path (JSON.parse, then otlp.ts's
-// measure and writeValue) would make differently is never guessed at: a line
+// more: the root, mostly). What the object path (JSON.parse, then otlp-wire.ts's
+// sizeAnyValue and putAnyValue) would make differently is never guessed at: a line
 // with a duplicate key (JSON.parse keeps the last), an integer-like key
 // (objects list those first), an escaped key, a container deeper than the
 // depth bound (kept as JSON text), more fields than the bound (JSON.parse
 // would have merged duplicate keys before counting) or nesting past
 // MAX_NESTING is answered SLOW, and the caller takes the object path.
 // sidecar/test/json-anyvalue.test.ts holds the two paths to the same bytes.
-import { putVarint, type BodyBuilder } from './body.ts';
+import type { BodyBuilder } from './body.ts';
+import { ANY_VALUE_ARRAY_VALUE, ANY_VALUE_BOOL_VALUE, ANY_VALUE_KVLIST_VALUE, ANY_VALUE_STRING_VALUE, ARRAY_VALUE_VALUES, KEY_VALUE_KEY, KEY_VALUE_LIST_VALUES, KEY_VALUE_VALUE, putNumberValue } from './otlp-wire.ts';
+import { putVarint, varintSize } from './protobuf.ts';
 
 export const JSON_OK = 0;
 /** Not a JSON object: the line stays a plain message. */
@@ -27,34 +29,6 @@ export const JSON_SLOW = -3;
 
 /** Recursion stops here; deeper lines are the object path's (JSON.parse does not recurse). */
 const MAX_NESTING = 64;
-
-// AnyValue and its containers (opentelemetry-proto common/v1).
-export const T_STRING = (1 << 3) | 2;
-export const T_BOOL = (2 << 3) | 0;
-export const T_INT = (3 << 3) | 0;
-export const T_DOUBLE = (4 << 3) | 1;
-export const T_ARRAY = (5 << 3) | 2;
-export const T_KVLIST = (6 << 3) | 2;
-/** ArrayValue.values, KeyValueList.values */
-export const T_VALUES = (1 << 3) | 2;
-/** KeyValue.key, KeyValue.value */
-export const T_KEY = (1 << 3) | 2;
-export const T_VALUE = (2 << 3) | 2;
-
-export function varintSize(v: number): number {
-  return v < 0x80 ? 1 : v < 0x4000 ? 2 : v < 0x200000 ? 3 : v < 0x10000000 ? 4 : v < 0x800000000 ? 5 : Math.ceil(Math.log2(v + 1) / 7);
-}
-
-/** The AnyValue content length of a number, as the object path encodes it. */
-export function numberSize(v: number): number {
-  return Number.isSafeInteger(v) ? (v >= 0 ? 1 + varintSize(v) : 11) : 9;
-}
-
-/** A number as an AnyValue's content, for the object path: the bytes the byte path writes. */
-export function writeNumber(body: BodyBuilder, v: number): void {
-  const at = body.claim(11);
-  body.truncate(putNumber(body.buffer, at, v));
-}
 
 /**
  * Fills in the one byte left at `at` with the length of what was written
@@ -71,24 +45,6 @@ function patch(ob: Buffer, at: number, o: number): number {
   ob.copyWithin(at + 1 + extra, at + 1, o);
   putVarint(ob, at, n);
   return o + extra;
-}
-
-/** int_value for safe integers (negative ones as ten bytes of two's complement, as int64 is written), double_value otherwise. */
-function putNumber(ob: Buffer, o: number, v: number): number {
-  if (Number.isSafeInteger(v)) {
-    ob[o++] = T_INT;
-    if (v >= 0) return putVarint(ob, o, v);
-    let u = BigInt.asUintN(64, BigInt(v));
-    while (u > 0x7fn) {
-      ob[o++] = Number(u & 0x7fn) | 0x80;
-      u >>= 7n;
-    }
-    ob[o++] = Number(u);
-    return o;
-  }
-  ob[o++] = T_DOUBLE;
-  ob.writeDoubleLE(v, o);
-  return o + 8;
 }
 
 /**
@@ -236,7 +192,7 @@ function pass(src: Buffer, i: number, e: number, ob: Buffer | null, o: number, l
       const r = stringEnd(src, i, e);
       if (r === 0) return JSON_PLAIN;
       if (ob !== null) {
-        ob[o++] = T_STRING;
+        ob[o++] = ANY_VALUE_STRING_VALUE;
         if (r > 0) {
           const n = r - i - 2;
           if (n < 0x80) ob[o++] = n;
@@ -257,7 +213,7 @@ function pass(src: Buffer, i: number, e: number, ob: Buffer | null, o: number, l
       KIND[top] = c;
       KEY_BASE[top] = keyTop;
       if (ob !== null) {
-        ob[o++] = c === 123 ? T_KVLIST : T_ARRAY;
+        ob[o++] = c === 123 ? ANY_VALUE_KVLIST_VALUE : ANY_VALUE_ARRAY_VALUE;
         LEN_AT[top] = o++;
       }
       i++;
@@ -277,7 +233,7 @@ function pass(src: Buffer, i: number, e: number, ob: Buffer | null, o: number, l
       if (t ? !(i + 4 <= e && src[i + 1] === 114 && src[i + 2] === 117 && src[i + 3] === 101) : !(i + 5 <= e && src[i + 1] === 97 && src[i + 2] === 108 && src[i + 3] === 115 && src[i + 4] === 101)) return JSON_PLAIN;
       i += t ? 4 : 5;
       if (ob !== null) {
-        ob[o++] = T_BOOL;
+        ob[o++] = ANY_VALUE_BOOL_VALUE;
         ob[o++] = t ? 1 : 0;
       }
     } else if (c === 110) {
@@ -288,7 +244,7 @@ function pass(src: Buffer, i: number, e: number, ob: Buffer | null, o: number, l
       if (n < 0) return JSON_PLAIN;
       // Over 15 characters: maybe more significant digits than a double keeps; -0 and -0.0: a zero whose sign an int_value drops.
       if (n - i > 15 || (c === 45 && src[i + 1] === 48)) passExact = false;
-      if (ob !== null) o = putNumber(ob, o, numberOf(src, i, n));
+      if (ob !== null) o = putNumberValue(ob, o, numberOf(src, i, n));
       i = n;
     }
     if (!opened) {
@@ -333,7 +289,7 @@ function pass(src: Buffer, i: number, e: number, ob: Buffer | null, o: number, l
     if (++count > limit) return JSON_SLOW;
     if (KIND[top] === 91) {
       if (ob !== null) {
-        ob[o++] = T_VALUES;
+        ob[o++] = ARRAY_VALUE_VALUES;
         V_AT[top] = o++;
       }
       continue;
@@ -374,15 +330,15 @@ function pass(src: Buffer, i: number, e: number, ob: Buffer | null, o: number, l
     i++;
     if (ob !== null) {
       if (top === 0) noteSeverity(src, ks, ke, i, keys);
-      ob[o++] = T_VALUES;
+      ob[o++] = KEY_VALUE_LIST_VALUES;
       KV_AT[top] = o++;
-      ob[o++] = T_KEY;
+      ob[o++] = KEY_VALUE_KEY;
       const n = ke - ks;
       if (n < 0x80) ob[o++] = n;
       else o = putVarint(ob, o, n);
       if (n < 32) for (let k = ks; k < ke; k++) ob[o++] = src[k]!;
       else o += src.copy(ob, o, ks, ke);
-      ob[o++] = T_VALUE;
+      ob[o++] = KEY_VALUE_VALUE;
       V_AT[top] = o++;
     }
   }

@@ -4,7 +4,7 @@
 import type { CriRecord, Fields, FileMeta, LogRecord, Stream } from './record.ts';
 
 /** Rebuilds a record's fields from its (final, masked) message; the same message always gives the same fields. */
-export type FieldsOf = (message: string) => Fields | undefined;
+type FieldsOf = (message: string) => Fields | undefined;
 
 /** How a shaper's JSON records get their fields: one per shaper, shared by its records. */
 export interface JsonFields {
