@@ -19,7 +19,7 @@ import { PreparedJsonRecord, ShapedRecord } from '../records/shaped.ts';
 import { utf8Valid } from '../records/utf8.ts';
 import { BodyBuilder } from './body.ts';
 import { metadataFields } from './document.ts';
-import { writeJson } from './json-anyvalue.ts';
+import { JsonScan, writeJson } from './json-anyvalue.ts';
 import {
   LogRecordFrame,
   attributeField,
@@ -95,6 +95,8 @@ export class OtlpEncoder {
   /** A map body's lengths (sizeAnyValue), reused from record to record. */
   private readonly sizes: number[] = [];
   private readonly cursor = { at: 0 };
+  /** What writeJson found in a record's bytes. */
+  private readonly scan = new JsonScan();
   /** The head of a record whose body was written first. */
   private head = Buffer.alloc(256);
 
@@ -268,9 +270,9 @@ export class OtlpEncoder {
     const s = origin ? origin.msgAt : 0;
     const e = origin ? origin.msgEnd : src.length;
     const bodyAt = body.length;
-    const anyLen = writeJson(body, src, s, e, maxFields, maxDepth, scanned, SEVERITY_KEY_BYTES);
+    const anyLen = writeJson(this.scan, body, src, s, e, maxFields, maxDepth, scanned, SEVERITY_KEY_BYTES);
     if (anyLen <= 0) return false;
-    setSeverity(f, severityFound(src, e));
+    setSeverity(f, severityFound(this.scan, src, e));
     f.messageBytes(src, s, e);
     f.body = anyLen;
     sizeLogRecord(f);

@@ -18,7 +18,7 @@ export interface JsonFields {
   readonly scanned: boolean;
   /**
    * The OTLP record also carries the message as written (log.record.original):
-   * its fields do not hold every value of it exactly (see passWasExact in
+   * its fields do not hold every value of it exactly (see JsonScan.exact in
    * encode/json-anyvalue.ts, and masks), or the operator asked for it on
    * every record (JOBHARVEST_JSON_ORIGINAL=always).
    */

@@ -14,7 +14,7 @@
 // (`FileShape.owed`), so a file's checkpoint still reaches its end.
 import { ConfigError } from '../config.ts';
 import type { Stats } from '../stats.ts';
-import { AnyValueArena, JSON_OK, JSON_PLAIN, objectAhead, passWasExact, scanJson } from '../encode/json-anyvalue.ts';
+import { AnyValueArena, JSON_OK, JSON_PLAIN, JsonScan, objectAhead, scanJson } from '../encode/json-anyvalue.ts';
 import { SEVERITY_KEY_BYTES, severityFound } from '../encode/severity.ts';
 import { CriRecord, type FileMeta, type LogRecord, type Stream } from '../records/record.ts';
 import { PreparedJsonRecord, ShapedRecord, type JsonFields } from '../records/shaped.ts';
@@ -73,6 +73,8 @@ const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(reso
 export class Shaper {
   private readonly joiner: Joiner | undefined;
   private readonly arena: AnyValueArena | undefined;
+  /** What the last look at a line's JSON bytes found. */
+  private readonly scan = new JsonScan();
   private readonly masker: Masker | undefined;
   private readonly json: JsonSettings | undefined;
   private readonly files = new Map<FileMeta, FileShape>();
@@ -298,7 +300,7 @@ export class Shaper {
     const json = this.json!;
     if (json.original === 'always') return false;
     const bytes = Buffer.from(message, 'utf8');
-    return scanJson(bytes, 0, bytes.length, json.maxFields, json.maxDepth) === JSON_OK && passWasExact();
+    return scanJson(this.scan, bytes, 0, bytes.length, json.maxFields, json.maxDepth) === JSON_OK && this.scan.exact;
   }
 
   /** The line holds no word of any mask and no escape that may spell one, and no private key runs on from before it in its stream. */
@@ -362,13 +364,13 @@ export class Shaper {
       if ((!this.masker || clean) && first instanceof CriRecord && utf8Valid(first.src, first.msgAt, first.msgEnd)) {
         const json = this.json!;
         const arena = this.arena;
-        const verdict = arena ? arena.write(first.src, first.msgAt, first.msgEnd, json.maxFields, json.maxDepth, SEVERITY_KEY_BYTES) : scanJson(first.src, first.msgAt, first.msgEnd, json.maxFields, json.maxDepth);
+        const scan = this.scan;
+        const verdict = arena ? arena.write(scan, first.src, first.msgAt, first.msgEnd, json.maxFields, json.maxDepth, SEVERITY_KEY_BYTES) : scanJson(scan, first.src, first.msgAt, first.msgEnd, json.maxFields, json.maxDepth);
         if (verdict === JSON_PLAIN) return first;
         if (verdict === JSON_OK) {
           this.stats.jsonRecords++;
-          // Read before the severity lookup, which is a pass of its own.
-          const fields = passWasExact() ? this.jsonScannedExact! : this.jsonScanned!;
-          if (arena) return new PreparedJsonRecord(first, safe, fields, arena.buffer, arena.at, arena.length, severityFound(first.src, first.msgEnd));
+          const fields = scan.exact ? this.jsonScannedExact! : this.jsonScanned!;
+          if (arena) return new PreparedJsonRecord(first, safe, fields, arena.buffer, arena.at, arena.length, severityFound(scan, first.src, first.msgEnd));
           return new ShapedRecord(first.file, first.offset, undefined, first.stream, undefined, size, safe, flags, undefined, fields, first);
         }
       }

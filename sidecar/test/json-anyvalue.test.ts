@@ -10,7 +10,7 @@ import { isUtf8 } from 'node:buffer';
 import { isDeepStrictEqual } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { VERSION } from '../../src/contract/version.ts';
-import { JSON_OK, JSON_PLAIN, JSON_SLOW, scanJson } from '../encode/json-anyvalue.ts';
+import { JSON_OK, JSON_PLAIN, JSON_SLOW, JsonScan, scanJson } from '../encode/json-anyvalue.ts';
 import { OtlpEncoder } from '../encode/otlp.ts';
 import { severityOf } from '../encode/severity.ts';
 import { CriRecord, type Fields, type LogRecord } from '../records/record.ts';
@@ -39,6 +39,8 @@ const TS = '2024-05-06T07:08:09.123456789Z';
 const FILE = makeMeta('main', 0, 'f00000000000000f');
 const Req = otlpRoot.lookupType('otlp.ExportLogsServiceRequest');
 const VERDICT: Record<number, string> = { [JSON_OK]: 'JSON_OK', [JSON_PLAIN]: 'JSON_PLAIN', [JSON_SLOW]: 'JSON_SLOW' };
+/** The scan the test's own looks at a line use. */
+const SCAN = new JsonScan();
 
 // ---------------------------------------------------------------- generator
 
@@ -317,10 +319,10 @@ function check(line: Buffer, bounds: JsonSettings, where: string, tally: Tally =
   const origin = criRecord(line, after);
   const text = line.toString('utf8');
   const what = () => `${where}, bounds ${bounds.maxFields}/${bounds.maxDepth}, line ${show(line)}`;
-  const verdict = scanJson(origin.src, origin.msgAt, origin.msgEnd, bounds.maxFields, bounds.maxDepth);
+  const verdict = scanJson(SCAN, origin.src, origin.msgAt, origin.msgEnd, bounds.maxFields, bounds.maxDepth);
   const parsed = parseJsonFields(text, bounds);
   // The same bytes at the start of a buffer of their own, with nothing after them.
-  const alone = scanJson(Buffer.from(line), 0, line.length, bounds.maxFields, bounds.maxDepth);
+  const alone = scanJson(SCAN, Buffer.from(line), 0, line.length, bounds.maxFields, bounds.maxDepth);
   if (alone !== verdict) throw new Error(`scanJson says ${VERDICT[verdict]} with bytes after the line and ${VERDICT[alone]} without; ${what()}`);
   if (verdict === JSON_PLAIN) {
     tally.plain++;
@@ -670,7 +672,7 @@ describe('the shaping stage decides on the bytes as it would on the message', ()
           expect([out.offset, out.ts, out.stream, out.size, out.safe, out.flags], where).toEqual([r.offset, r.ts, r.stream, r.size, r.safe, r.flags]);
           // Written by the shaper exactly when the byte path takes the line (the object path's lines stay as they were).
           const c = r as CriRecord;
-          expect(out instanceof PreparedJsonRecord, where).toBe(otlpValues && utf8Ok(r) && scanJson(c.src, c.msgAt, c.msgEnd, bounds.maxFields, bounds.maxDepth) === JSON_OK);
+          expect(out instanceof PreparedJsonRecord, where).toBe(otlpValues && utf8Ok(r) && scanJson(SCAN, c.src, c.msgAt, c.msgEnd, bounds.maxFields, bounds.maxDepth) === JSON_OK);
           const origin = (out as ShapedRecord).origin;
           // The bytes stand for the message only when they are valid UTF-8.
           expect(origin, where).toBe(isUtf8((r as CriRecord).src.subarray((r as CriRecord).msgAt, (r as CriRecord).msgEnd)) ? r : undefined);
