@@ -45,25 +45,53 @@ let lastFields: Fields | undefined;
  * cheaper, and its garbage dies young; the OTLP encoder does not parse at all
  * (encode/json-anyvalue.ts).
  */
+/** What a ShapedRecord is made of, by name. */
+interface ShapedFields {
+  readonly file: FileMeta;
+  /** The first line's offset: a restart that re-reads and re-joins the same lines gives the same id. */
+  readonly offset: number;
+  /** The timestamp; absent when it is `origin`'s, decoded only if asked for. */
+  readonly ts?: string;
+  readonly stream: Stream;
+  /** The message; absent when it is `origin`'s, decoded only if asked for. */
+  readonly message?: string;
+  readonly size: number;
+  readonly safe: number;
+  readonly flags: number;
+  /** A joined record: how many lines. */
+  readonly lines?: number;
+  /** Set when the message is a JSON object within the bounds. */
+  readonly json?: JsonFields;
+  /** The parsed line whose bytes (valid UTF-8) are this record's message, when it is one unchanged line. */
+  readonly origin?: CriRecord;
+}
+
 export class ShapedRecord implements LogRecord {
-  constructor(
-    readonly file: FileMeta,
-    /** The first line's offset: a restart that re-reads and re-joins the same lines gives the same id. */
-    readonly offset: number,
-    /** The timestamp; undefined when it is `origin`'s, decoded only if asked for. */
-    private readonly stamp: string | undefined,
-    readonly stream: Stream,
-    /** The message; undefined when it is `origin`'s, decoded only if asked for. */
-    private readonly text: string | undefined,
-    readonly size: number,
-    public safe: number,
-    readonly flags: number,
-    readonly lines?: number,
-    /** Set when the message is a JSON object within the bounds. */
-    readonly json?: JsonFields,
-    /** The parsed line whose bytes (valid UTF-8) are this record's message, when it is one unchanged line. */
-    readonly origin?: CriRecord,
-  ) {}
+  readonly file: FileMeta;
+  readonly offset: number;
+  private readonly stamp: string | undefined;
+  readonly stream: Stream;
+  private readonly text: string | undefined;
+  readonly size: number;
+  public safe: number;
+  readonly flags: number;
+  readonly lines: number | undefined;
+  readonly json: JsonFields | undefined;
+  readonly origin: CriRecord | undefined;
+
+  constructor(f: ShapedFields) {
+    this.file = f.file;
+    this.offset = f.offset;
+    this.stamp = f.ts;
+    this.stream = f.stream;
+    this.text = f.message;
+    this.size = f.size;
+    this.safe = f.safe;
+    this.flags = f.flags;
+    this.lines = f.lines;
+    this.json = f.json;
+    this.origin = f.origin;
+  }
 
   get ts(): string {
     return this.stamp ?? this.origin!.ts;
@@ -96,16 +124,18 @@ export class ShapedRecord implements LogRecord {
  * JSON record's does.
  */
 export class PreparedJsonRecord extends ShapedRecord {
-  constructor(
-    origin: CriRecord,
-    safe: number,
-    json: JsonFields,
-    /** The value (an AnyValue with its kvlist tag) at [anyAt, anyAt + anyLength) of anyValue; undefined once encoded. */
-    public anyValue: Buffer | undefined,
-    readonly anyAt: number,
-    readonly anyLength: number,
-    readonly severity: { readonly number: number; readonly text: string } | undefined,
-  ) {
-    super(origin.file, origin.offset, undefined, origin.stream, undefined, origin.size, safe, origin.flags, undefined, json, origin);
+  /** The value (an AnyValue with its kvlist tag) at [anyAt, anyAt + anyLength) of anyValue; undefined once encoded. */
+  public anyValue: Buffer | undefined;
+  readonly anyAt: number;
+  readonly anyLength: number;
+  readonly severity: { readonly number: number; readonly text: string } | undefined;
+
+  constructor(f: { readonly origin: CriRecord; readonly safe: number; readonly json: JsonFields; readonly anyValue: Buffer; readonly anyAt: number; readonly anyLength: number; readonly severity: PreparedJsonRecord['severity'] }) {
+    const o = f.origin;
+    super({ file: o.file, offset: o.offset, stream: o.stream, size: o.size, safe: f.safe, flags: o.flags, json: f.json, origin: o });
+    this.anyValue = f.anyValue;
+    this.anyAt = f.anyAt;
+    this.anyLength = f.anyLength;
+    this.severity = f.severity;
   }
 }

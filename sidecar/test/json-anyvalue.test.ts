@@ -353,8 +353,8 @@ function check(line: Buffer, bounds: JsonSettings, where: string, tally: Tally =
 function compare(text: string, origin: CriRecord, fields: Fields, bounds: JsonSettings, what: () => string, scans: boolean[]): void {
   const expected = objectPath(text, fields, origin.size);
   const fast = scans.includes(true);
-  const variants: Array<[string, ShapedRecord]> = scans.map((scanned) => [`origin, scanned: ${scanned}`, new ShapedRecord(FILE, 1000, TS, 'stdout', undefined, origin.size, 5000, 0, undefined, jsonFields(bounds, scanned), origin)]);
-  variants.push(['no origin, scanned: false', new ShapedRecord(FILE, 1000, TS, 'stdout', text, origin.size, 5000, 0, undefined, jsonFields(bounds, false))]);
+  const variants: Array<[string, ShapedRecord]> = scans.map((scanned) => [`origin, scanned: ${scanned}`, new ShapedRecord({ file: FILE, offset: 1000, ts: TS, stream: 'stdout', size: origin.size, safe: 5000, flags: 0, json: jsonFields(bounds, scanned), origin })]);
+  variants.push(['no origin, scanned: false', new ShapedRecord({ file: FILE, offset: 1000, ts: TS, stream: 'stdout', message: text, size: origin.size, safe: 5000, flags: 0, json: jsonFields(bounds, false) })]);
   for (const [how, r] of variants) {
     let got: Buffer;
     const before = fieldsParsed;
@@ -578,7 +578,7 @@ describe('json-anyvalue: scanJson and the bytes written agree with the object pa
       const origin = criRecord(bytes);
       const verdict = check(bytes, DEFAULTS, `severity case ${line}`);
       for (const scanned of verdict === JSON_OK ? [true, false] : [false]) {
-        const r = new ShapedRecord(FILE, 1000, TS, 'stdout', undefined, origin.size, 5000, 0, undefined, jsonFields(DEFAULTS, scanned), origin);
+        const r = new ShapedRecord({ file: FILE, offset: 1000, ts: TS, stream: 'stdout', size: origin.size, safe: 5000, flags: 0, json: jsonFields(DEFAULTS, scanned), origin });
         expect(severityIn(request(r)), `${line}, scanned: ${scanned}`).toEqual(want);
       }
     }
