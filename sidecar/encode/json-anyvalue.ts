@@ -327,12 +327,12 @@ function writeAt(scan: JsonScan, src: Buffer, start: number, e: number, buf: Buf
 const SLAB_BYTES = 64 * 1024;
 
 /**
- * Where the shaping stage writes JSON lines' OTLP values for the OTLP
- * protobuf sink, in the one pass that also decides they are JSON (the
- * encoder then copies them instead of reading the line again). Append-only
- * slabs: a record holds its slab until its batch is acknowledged, so a slab
- * outlives the writes into it by one in-flight window at most (64 KiB holds
- * about two hundred values).
+ * Where the OTLP encoder writes JSON lines' values in the one pass that also
+ * decides, for the shaping stage, that they are JSON (OtlpEncoder.prepare),
+ * and copies them from when it encodes their records instead of reading the
+ * lines again. Append-only slabs: a record holds its slab until it is
+ * encoded, so a slab outlives the writes into it by a batch or so (64 KiB
+ * holds about two hundred values).
  */
 export class AnyValueArena {
   private slab = Buffer.allocUnsafe(0);

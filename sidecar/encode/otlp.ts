@@ -15,11 +15,11 @@ import { OTLP_ATTRIBUTES as A, OTLP_RESOURCE as R, serviceNameOf } from '../../s
 import type { Identity } from '../config.ts';
 import { CriRecord, FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, type FileMeta, type LogRecord, type Stream } from '../records/record.ts';
 import { nowTime, parseTimestamp, type EpochTime } from '../records/timestamp.ts';
-import { PreparedJsonRecord, ShapedRecord } from '../records/shaped.ts';
+import { ShapedRecord } from '../records/shaped.ts';
 import { utf8Valid } from '../records/utf8.ts';
 import { BodyBuilder } from './body.ts';
 import { metadataFields } from './document.ts';
-import { JsonScan, writeJson } from './json-anyvalue.ts';
+import { AnyValueArena, JSON_OK, JsonScan, writeJson } from './json-anyvalue.ts';
 import {
   LogRecordFrame,
   attributeField,
@@ -81,7 +81,22 @@ interface FileParts {
   key: string;
 }
 
-/** Encodes records as one ExportLogsServiceRequest per batch. */
+/** What prepare() wrote of a JSON line: its map body, in the arena, and its severity. */
+class PreparedValue {
+  constructor(
+    readonly buffer: Buffer,
+    readonly at: number,
+    readonly length: number,
+    readonly severity: Severity | undefined,
+  ) {}
+}
+
+/**
+ * Encodes records as one ExportLogsServiceRequest per batch. It is also the
+ * sink's JsonPreparer (delivery/sink.ts): the shaping stage's JSON detector
+ * hands it a line, and it writes the line's map in the pass that decides it
+ * is JSON, instead of a pass to decide there and another to write here.
+ */
 export class OtlpEncoder {
   private readonly resources = new Map<string, Buffer>();
   private readonly files = new WeakMap<FileMeta, FileParts>();
@@ -99,6 +114,10 @@ export class OtlpEncoder {
   private readonly scan = new JsonScan();
   /** The head of a record whose body was written first. */
   private head = Buffer.alloc(256);
+  /** Where prepare() writes; made with the first line it is handed. */
+  private arena: AnyValueArena | undefined;
+  /** What the last prepare() wrote, for the line's record (ShapedRecord.prepared). */
+  prepared: PreparedValue | undefined;
 
   constructor(
     private readonly identity: Identity,
@@ -106,6 +125,14 @@ export class OtlpEncoder {
     scopeVersion: string,
   ) {
     this.scope = scopeField(scopeName, scopeVersion);
+  }
+
+  /** scanJson's verdict on the line's bytes; on JSON_OK, `prepared` holds its map body and severity. */
+  prepare(scan: JsonScan, line: CriRecord, maxFields: number, maxDepth: number): number {
+    const arena = (this.arena ??= new AnyValueArena());
+    const verdict = arena.write(scan, line.src, line.msgAt, line.msgEnd, maxFields, maxDepth, SEVERITY_KEY_BYTES);
+    this.prepared = verdict === JSON_OK ? new PreparedValue(arena.buffer, arena.at, arena.length, severityFound(scan, line.src, line.msgEnd)) : undefined;
+    return verdict;
   }
 
   private partsOf(file: FileMeta): FileParts {
@@ -215,8 +242,12 @@ export class OtlpEncoder {
     const json = shaped?.json;
     // A record with fields but no say from a shaper keeps its line as written.
     f.original = json === undefined || json.keepOriginal;
-    // The value the shaping stage wrote already, with its severity: copied once. A request encoded again (a retry, a split batch) reads the line's bytes instead, so a slab is freed once its records are encoded, not acknowledged.
-    if (shaped instanceof PreparedJsonRecord && shaped.anyValue !== undefined) return this.prepared(body, shaped);
+    // The value prepare() wrote already, with its severity: copied once. A request encoded again (a retry, a split batch) reads the line's bytes instead, so a slab is freed once its records are encoded, not acknowledged.
+    const prepared = shaped?.prepared;
+    if (prepared instanceof PreparedValue && origin) {
+      shaped!.prepared = undefined;
+      return this.copyPrepared(body, origin, prepared);
+    }
     // The map straight from the line's bytes when they are the fields as they stand (no mask rewrote values).
     if (json?.verbatim && this.verbatim(body, r, origin, json.maxFields, json.maxDepth, json.scanned)) return;
     const fields = r.fields;
@@ -243,18 +274,16 @@ export class OtlpEncoder {
     written(putLogRecordTail(buf, o, f), at + size);
   }
 
-  private prepared(body: BodyBuilder, r: PreparedJsonRecord): void {
+  private copyPrepared(body: BodyBuilder, line: CriRecord, p: PreparedValue): void {
     const f = this.frame;
-    const line = r.origin!;
     f.messageBytes(line.src, line.msgAt, line.msgEnd);
-    setSeverity(f, r.severity);
-    f.body = r.anyLength;
+    setSeverity(f, p.severity);
+    f.body = p.length;
     const size = sizeLogRecord(f);
     const at = body.claim(size);
     const buf = body.buffer;
     let o = putLogRecordHead(buf, at, f);
-    o += r.anyValue!.copy(buf, o, r.anyAt, r.anyAt + r.anyLength);
-    r.anyValue = undefined;
+    o += p.buffer.copy(buf, o, p.at, p.at + p.length);
     written(putLogRecordTail(buf, o, f), at + size);
   }
 

@@ -64,6 +64,8 @@ interface ShapedFields {
   readonly json?: JsonFields;
   /** The parsed line whose bytes (valid UTF-8) are this record's message, when it is one unchanged line. */
   readonly origin?: CriRecord;
+  /** What the sink's encoder wrote of the line while the JSON detector read it (delivery/sink.ts's JsonPreparer). */
+  readonly prepared?: unknown;
 }
 
 export class ShapedRecord implements LogRecord {
@@ -78,6 +80,13 @@ export class ShapedRecord implements LogRecord {
   readonly lines: number | undefined;
   readonly json: JsonFields | undefined;
   readonly origin: CriRecord | undefined;
+  /**
+   * What the sink's encoder wrote of the line while the JSON detector read
+   * it, for that encoder alone to read: it takes it once and lets go (a
+   * record waits for its acknowledgement far longer than for its encoding;
+   * an encoding again, a retry, reads the line's bytes).
+   */
+  prepared: unknown;
 
   constructor(f: ShapedFields) {
     this.file = f.file;
@@ -91,6 +100,7 @@ export class ShapedRecord implements LogRecord {
     this.lines = f.lines;
     this.json = f.json;
     this.origin = f.origin;
+    this.prepared = f.prepared;
   }
 
   get ts(): string {
@@ -113,29 +123,4 @@ export class ShapedRecord implements LogRecord {
     return lastFields;
   }
 
-}
-
-/**
- * A one-line JSON record whose OTLP value the shaping stage wrote already
- * (for the OTLP protobuf sink, see AnyValueArena): the encoder copies it and
- * the severity found with it, once. It then lets go of the value (and so of
- * its slab): a record waits for its acknowledgement far longer than for its
- * encoding, and an encoding again (a retry) reads the line's bytes as any
- * JSON record's does.
- */
-export class PreparedJsonRecord extends ShapedRecord {
-  /** The value (an AnyValue with its kvlist tag) at [anyAt, anyAt + anyLength) of anyValue; undefined once encoded. */
-  public anyValue: Buffer | undefined;
-  readonly anyAt: number;
-  readonly anyLength: number;
-  readonly severity: { readonly number: number; readonly text: string } | undefined;
-
-  constructor(f: { readonly origin: CriRecord; readonly safe: number; readonly json: JsonFields; readonly anyValue: Buffer; readonly anyAt: number; readonly anyLength: number; readonly severity: PreparedJsonRecord['severity'] }) {
-    const o = f.origin;
-    super({ file: o.file, offset: o.offset, stream: o.stream, size: o.size, safe: f.safe, flags: o.flags, json: f.json, origin: o });
-    this.anyValue = f.anyValue;
-    this.anyAt = f.anyAt;
-    this.anyLength = f.anyLength;
-    this.severity = f.severity;
-  }
 }

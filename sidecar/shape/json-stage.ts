@@ -3,10 +3,10 @@
 // (encode/json-anyvalue.ts's scan) without making it a string: most lines are
 // no JSON, and most JSON lines need no JSON.parse. A joined event, a masked
 // text or a line the byte path leaves to the object path is parsed.
-import { AnyValueArena, JSON_OK, JSON_PLAIN, JsonScan, objectAhead, scanJson } from '../encode/json-anyvalue.ts';
-import { SEVERITY_KEY_BYTES, severityFound } from '../encode/severity.ts';
+import { JSON_OK, JSON_PLAIN, JsonScan, objectAhead, scanJson } from '../encode/json-anyvalue.ts';
+import type { JsonPreparer } from '../delivery/sink.ts';
 import type { CriRecord, Fields, LogRecord } from '../records/record.ts';
-import { PreparedJsonRecord, ShapedRecord, type JsonFields } from '../records/shaped.ts';
+import { ShapedRecord, type JsonFields } from '../records/shaped.ts';
 import { utf8Valid } from '../records/utf8.ts';
 import type { JsonSettings } from '../shaping-settings.ts';
 import type { Stats } from '../stats.ts';
@@ -30,14 +30,14 @@ export class JsonStage {
   /**
    * `fieldsMask`: the masks a record's fields go through when they are
    * parsed again (see ShapedRecord), on a masker of their own so that nothing
-   * is counted twice; none when the masks read the whole text. `arena`: where
-   * a line's OTLP value is written in the pass that decides it.
+   * is counted twice; none when the masks read the whole text. `preparer`:
+   * the sink's encoder, which reads a line in the pass that decides it.
    */
   constructor(
     private readonly settings: JsonSettings,
     private readonly stats: Stats,
     fieldsMask: ((f: Fields) => Fields) | undefined,
-    private readonly arena: AnyValueArena | undefined,
+    private readonly preparer: JsonPreparer | undefined,
   ) {
     this.parsed = {
       fieldsOf: (message) => {
@@ -68,15 +68,14 @@ export class JsonStage {
     if (!objectAhead(first.src, first.msgAt, first.msgEnd)) return first;
     if (!utf8Valid(first.src, first.msgAt, first.msgEnd)) return undefined;
     const { maxFields, maxDepth } = this.settings;
-    const arena = this.arena;
+    const preparer = this.preparer;
     const scan = this.scan;
-    const verdict = arena ? arena.write(scan, first.src, first.msgAt, first.msgEnd, maxFields, maxDepth, SEVERITY_KEY_BYTES) : scanJson(scan, first.src, first.msgAt, first.msgEnd, maxFields, maxDepth);
+    const verdict = preparer ? preparer.prepare(scan, first, maxFields, maxDepth) : scanJson(scan, first.src, first.msgAt, first.msgEnd, maxFields, maxDepth);
     if (verdict === JSON_PLAIN) return first;
     if (verdict !== JSON_OK) return undefined;
     this.stats.jsonRecords++;
     const json = scan.exact ? this.scannedExact : this.scanned;
-    if (arena) return new PreparedJsonRecord({ origin: first, safe: first.safe, json, anyValue: arena.buffer, anyAt: arena.at, anyLength: arena.length, severity: severityFound(scan, first.src, first.msgEnd) });
-    return new ShapedRecord({ file: first.file, offset: first.offset, stream: first.stream, size: first.size, safe: first.safe, flags: first.flags, json, origin: first });
+    return new ShapedRecord({ file: first.file, offset: first.offset, stream: first.stream, size: first.size, safe: first.safe, flags: first.flags, json, origin: first, prepared: preparer?.prepared });
   }
 
   /**

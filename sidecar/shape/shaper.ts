@@ -14,7 +14,7 @@
 // (`FileShape.owed`), so a file's checkpoint still reaches its end.
 import { ConfigError } from '../config.ts';
 import type { Stats } from '../stats.ts';
-import { AnyValueArena } from '../encode/json-anyvalue.ts';
+import type { JsonPreparer } from '../delivery/sink.ts';
 import { CriRecord, type FileMeta, type LogRecord, type Stream } from '../records/record.ts';
 import { ShapedRecord, type JsonFields } from '../records/shaped.ts';
 import { utf8Valid } from '../records/utf8.ts';
@@ -46,12 +46,8 @@ export function shapingProblems(settings: ShapingSettings): string[] {
 }
 
 export interface ShaperOptions {
-  /**
-   * The sink encodes OTLP protobuf: a JSON line's value is written here, in
-   * the pass that decides it is JSON, for the encoder to copy (instead of a
-   * pass to decide here and another to write there).
-   */
-  readonly otlpValues?: boolean;
+  /** The sink's encoder, which reads a JSON line in the pass that decides it (delivery/sink.ts). */
+  readonly jsonPreparer?: JsonPreparer;
   /** How long push() works on its lines before it lets the event loop run (default SLICE_MS). */
   readonly sliceMs?: number;
 }
@@ -102,8 +98,7 @@ export class Shaper {
       // A record's fields parsed again go through the same masks, on a masker of their own so that nothing is counted twice. None when
       // the masks read the whole text (built-in rules only): the message is masked, and its fields are its JSON as it stands.
       const quiet = settings.mask && !this.mask!.coversFields ? new Masker(settings.mask) : undefined;
-      const arena = options.otlpValues ? new AnyValueArena() : undefined;
-      this.json = new JsonStage(settings.json, stats, quiet && ((f) => quiet.fields(f)), arena);
+      this.json = new JsonStage(settings.json, stats, quiet && ((f) => quiet.fields(f)), options.jsonPreparer);
     }
   }
 

@@ -146,7 +146,7 @@ export async function createSink(ctx: SinkContext): Promise<Sink> {
     const responses = { deserializeResponse: decodeExportLogsResponse };
     const encoder = new OtlpEncoder(ctx.config.identity, 'jobharvest', VERSION);
     return {
-      jsonValues: 'otlp',
+      jsonPreparer: encoder,
       async send(records, signal) {
         const body = encoder.request(records);
         const release = releaser(body);
