@@ -141,7 +141,7 @@ export class Pipeline {
     if (shapingOn(cfg.shaping)) {
       // Only pods that turn shaping on parse it (and re2js).
       const { Shaper } = await import('./shape/shaper.ts');
-      const shaper = new Shaper(cfg.shaping, this.stats, (records) => this.emitShaped(records), undefined, { otlpValues: this.sink.jsonValues === 'otlp' });
+      const shaper = new Shaper(cfg.shaping, this.stats, (records) => this.emitShaped(records), undefined, { jsonPreparer: this.sink.jsonPreparer });
       this.shaper = shaper;
       sourceOptions = { ...sourceOptions, emit: shaper.push, endFile: (file) => shaper.endFile(file) };
     }

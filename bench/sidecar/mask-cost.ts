@@ -21,8 +21,11 @@
 //   ratio masks on/off per CPU-second, JSON serialized in JSON: <r>x
 import { readFileSync } from 'node:fs';
 import { ENV } from '../../src/contract/env.ts';
+import { VERSION } from '../../src/contract/version.ts';
+import { testConfig } from '../../test/support/sidecar-helpers.ts';
 import { FileProgress } from '../../sidecar/records/progress.ts';
 import { CriRecord, type FileMeta, type LogRecord, type Stream } from '../../sidecar/records/record.ts';
+import { OtlpEncoder } from '../../sidecar/encode/otlp.ts';
 import { Shaper } from '../../sidecar/shape/shaper.ts';
 import { parseShaping, type ShapingSettings } from '../../sidecar/shaping-settings.ts';
 import { newStats } from '../../sidecar/stats.ts';
@@ -91,7 +94,7 @@ async function run(buf: Buffer, mask: boolean): Promise<{ cpu: number; masked: n
       out += r.length;
     },
     undefined,
-    { otlpValues: true },
+    { jsonPreparer: new OtlpEncoder(testConfig().identity, 'jobharvest', VERSION) },
   );
   const before = process.cpuUsage();
   for (let i = 0; i < all.length; i += BATCH) await shaper.push(all.slice(i, i + BATCH));

@@ -23,7 +23,7 @@
 // longest wait for a loop turn is wall-clock.
 import { RE2JS } from 're2js';
 import { MAX_START_PROGRAM, START_MATCH_BYTES } from '../../src/contract/shaping-settings.ts';
-import { customRule } from '../../sidecar/shape/multiline.ts';
+import { customRule } from '../../sidecar/shape/multiline-rules.ts';
 import { Shaper } from '../../sidecar/shape/shaper.ts';
 import { parseShaping } from '../../sidecar/shaping-settings.ts';
 import { newStats } from '../../sidecar/stats.ts';

@@ -2,7 +2,8 @@
 // only encodes and sends one batch and says what happened; retries,
 // splitting, dead-lettering and checkpoints live in the delivery stage, so a
 // new sink is one module plus one registry line (sinks/registry.ts).
-import type { LogRecord } from '../records/record.ts';
+import type { JsonScan } from '../encode/json-anyvalue.ts';
+import type { CriRecord, LogRecord } from '../records/record.ts';
 
 export type SendResult =
   /** Every record is stored. */
@@ -25,6 +26,19 @@ export type SendResult =
 export interface Sink {
   send(records: readonly LogRecord[], signal: AbortSignal): Promise<SendResult>;
   close?(): Promise<void>;
-  /** 'otlp': the sink encodes OTLP protobuf, and takes JSON lines' values written by the shaping stage (PreparedJsonRecord). */
-  readonly jsonValues?: 'otlp';
+  /** The sink's encoder reads JSON lines in the shaping stage's pass that decides them (see JsonPreparer). */
+  readonly jsonPreparer?: JsonPreparer;
+}
+
+/**
+ * A sink's encoder reading a JSON line in the pass that decides it: the
+ * shaping stage's JSON detector hands it the line instead of only scanning
+ * it, so the line is read once, and the encoder keeps what it wrote in the
+ * record's `prepared` (ShapedRecord), which only it reads.
+ */
+export interface JsonPreparer {
+  /** scanJson's verdict on the line's bytes, with `scan` set as scanJson sets it. */
+  prepare(scan: JsonScan, line: CriRecord, maxFields: number, maxDepth: number): number;
+  /** After prepare() said JSON_OK: what it wrote, for the line's record. */
+  readonly prepared: unknown;
 }

@@ -37,30 +37,7 @@ export function releaser(body: Buffer): () => void {
   };
 }
 
-// Writers into bytes a caller has claimed (BodyBuilder.claim): each returns the offset after what it wrote.
-
-/** A protobuf varint of a non-negative safe integer. */
-export function putVarint(buf: Buffer, o: number, v: number): number {
-  while (v > 0x7f) {
-    buf[o++] = (v % 128) | 0x80;
-    v = Math.floor(v / 128);
-  }
-  buf[o++] = v;
-  return o;
-}
-
-/** A little-endian 64-bit integer given as its low and high 32-bit halves (protobuf fixed64). */
-export function putFixed64(buf: Buffer, o: number, lo: number, hi: number): number {
-  buf[o] = lo;
-  buf[o + 1] = lo >>> 8;
-  buf[o + 2] = lo >>> 16;
-  buf[o + 3] = lo >>> 24;
-  buf[o + 4] = hi;
-  buf[o + 5] = hi >>> 8;
-  buf[o + 6] = hi >>> 16;
-  buf[o + 7] = hi >>> 24;
-  return o + 8;
-}
+// Decimal writers into bytes a caller has claimed (BodyBuilder.claim): each returns the offset after what it wrote.
 
 /** How many digits `v` (a non-negative safe integer) has in decimal. */
 export function decimalDigits(v: number): number {
@@ -218,36 +195,6 @@ export class BodyBuilder {
     return true;
   }
 
-  /** One byte (a protobuf tag, for one). */
-  byte(b: number): void {
-    this.ensure(1);
-    this.buf[this.len++] = b;
-  }
-
-  /** A protobuf varint of a non-negative safe integer. */
-  varint(v: number): void {
-    this.ensure(10);
-    this.len = putVarint(this.buf, this.len, v);
-  }
-
-  /** A little-endian 64-bit integer given as its low and high 32-bit halves (protobuf fixed64). */
-  fixed64(lo: number, hi: number): void {
-    this.ensure(8);
-    this.len = putFixed64(this.buf, this.len, lo, hi);
-  }
-
-  /** Bytes [s, e) of `src` in one native copy (message bodies, hundreds of bytes); Buffer.copy makes no view per call, as subarray() would. */
-  slice(src: Buffer, s: number, e: number): void {
-    this.ensure(e - s);
-    this.len += src.copy(this.buf, this.len, s, e);
-  }
-
-  /** A string as UTF-8 whose encoded length the caller already knows. */
-  utf8(s: string, byteLength: number): void {
-    this.ensure(byteLength);
-    this.len += this.buf.write(s, this.len);
-  }
-
   /**
    * Makes room for exactly `n` bytes that the caller writes itself into
    * `buffer` from the returned offset on: one bounds check for a whole
@@ -266,12 +213,11 @@ export class BodyBuilder {
     this.len = length;
   }
 
-  /** Puts what `head` holds at `at`, moving what was written from there on along: a message's head written after its content. */
-  insert(at: number, head: BodyBuilder): void {
-    const n = head.len;
+  /** Puts bytes [0, n) of `head` at `at`, moving what was written from there on along: a message's head written after its content. */
+  insert(at: number, head: Buffer, n: number): void {
     this.ensure(n);
     this.buf.copyWithin(at + n, at, this.len);
-    head.buf.copy(this.buf, at, 0, n);
+    head.copy(this.buf, at, 0, n);
     this.len += n;
   }
 
@@ -280,25 +226,11 @@ export class BodyBuilder {
     return this.buf;
   }
 
-  /** Leaves `n` bytes to be filled in later by header(); returns where they start. */
-  reserve(n: number): number {
-    this.ensure(n);
-    const at = this.len;
-    this.len += n;
-    return at;
-  }
-
-  /**
-   * Puts `head` into the `reserved` bytes at `at` and closes the gap left,
-   * moving what was written after them: a length prefix whose varint size is
-   * known only once its message is written.
-   */
-  header(at: number, reserved: number, head: Uint8Array): void {
-    const gap = reserved - head.length;
-    if (gap < 0) throw new RangeError('header longer than its reservation');
-    if (gap > 0) this.buf.copyWithin(at + head.length, at + reserved, this.len);
-    this.buf.set(head, at);
-    this.len -= gap;
+  /** Takes out bytes [from, to), moving what was written after them along: the part of a claim for a head of a length known only later that the head did not use. */
+  closeGap(from: number, to: number): void {
+    if (from > to) throw new RangeError('head longer than its reservation');
+    if (from < to) this.buf.copyWithin(from, to, this.len);
+    this.len -= to - from;
   }
 
   private ensure(extra: number): void {

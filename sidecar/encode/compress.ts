@@ -40,7 +40,7 @@ export function zstdAvailable(): boolean {
   return ZSTD !== undefined;
 }
 
-export function zstdBody(body: Uint8Array): Buffer {
+function zstdBody(body: Uint8Array): Buffer {
   if (!ZSTD) throw new Error('this Node.js has no zlib.zstdCompressSync');
   return ZSTD.zstdCompressSync(body, { params: { [ZSTD.level]: ZSTD_LEVEL } });
 }

@@ -29,7 +29,7 @@ const TRUNCATED = `,${JSON.stringify(F.truncated)}:true`;
 const MALFORMED = `,${JSON.stringify(F.malformed)}:true`;
 const INCOMPLETE = `,${JSON.stringify(F.incomplete)}:true`;
 
-export function flagFields(flags: number): string {
+function flagFields(flags: number): string {
   let s = '';
   if (flags & FLAG_TRUNCATED) s += TRUNCATED;
   if (flags & FLAG_MALFORMED) s += MALFORMED;
@@ -45,7 +45,7 @@ const JSON_KEY = `,${JSON.stringify(SHAPED_FIELDS.document.json)}:`;
  * record and its JSON fields, nested under their own key. Only records the
  * shaping stage touched get here; a plain line never calls it.
  */
-export function shapedFields(r: LogRecord): string {
+function shapedFields(r: LogRecord): string {
   let s = '';
   if (r.lines !== undefined && r.lines > 1) s += LINES_KEY + r.lines;
   if (r.fields !== undefined) s += JSON_KEY + JSON.stringify(r.fields);

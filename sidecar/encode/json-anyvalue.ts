@@ -9,51 +9,87 @@
 // shaping stage), `writeJson` writes. A container's length is known only once
 // its content is written, so the write leaves one byte for it and moves the
 // content along when the length needs more (only containers of 128 bytes or
-// more: the root, mostly). What the object path (JSON.parse, then otlp.ts's
-// measure and writeValue) would make differently is never guessed at: a line
+// more: the root, mostly). What the object path (JSON.parse, then otlp-wire.ts's
+// sizeAnyValue and putAnyValue) would make differently is never guessed at: a line
 // with a duplicate key (JSON.parse keeps the last), an integer-like key
 // (objects list those first), an escaped key, a container deeper than the
 // depth bound (kept as JSON text), more fields than the bound (JSON.parse
 // would have merged duplicate keys before counting) or nesting past
 // MAX_NESTING is answered SLOW, and the caller takes the object path.
 // sidecar/test/json-anyvalue.test.ts holds the two paths to the same bytes.
-import { putVarint, type BodyBuilder } from './body.ts';
+import type { BodyBuilder } from './body.ts';
+import { ANY_VALUE_ARRAY_VALUE, ANY_VALUE_BOOL_VALUE, ANY_VALUE_KVLIST_VALUE, ANY_VALUE_STRING_VALUE, ARRAY_VALUE_VALUES, KEY_VALUE_KEY, KEY_VALUE_LIST_VALUES, KEY_VALUE_VALUE, putNumberValue } from './otlp-wire.ts';
+import { putVarint, varintSize } from './protobuf.ts';
+import {
+  CLOSES,
+  COMMA,
+  JSON_OK,
+  JSON_PLAIN,
+  JSON_SLOW,
+  LEFT_BRACE,
+  LEFT_BRACKET,
+  LOWER_F,
+  LOWER_N,
+  LOWER_T,
+  QUOTE,
+  BACKSLASH,
+  COLON,
+  NINE,
+  ZERO,
+  numberOf,
+  objectStart,
+  numberEnd,
+  literalEnd,
+  MINUS,
+  skipSpace,
+  spaceEnd,
+  stringEnd,
+} from './json-grammar.ts';
 
-export const JSON_OK = 0;
-/** Not a JSON object: the line stays a plain message. */
-export const JSON_PLAIN = -1;
-/** Decided by the object path (see above). */
-export const JSON_SLOW = -3;
+export { JSON_OK, JSON_PLAIN, JSON_SLOW, objectAhead } from './json-grammar.ts';
 
 /** Recursion stops here; deeper lines are the object path's (JSON.parse does not recurse). */
 const MAX_NESTING = 64;
+/** Root keys whose values a write notes (JsonScan.severityAt). */
+const MAX_NOTED_KEYS = 8;
+/** Lengths below this take one byte as a varint: the byte left for a container's length, mostly enough. */
+const ONE_BYTE_VARINT = 0x80;
+/** A key's hash, for duplicate keys: 32-bit FNV-1a. */
+const FNV_OFFSET = 0x811c9dc5;
+const FNV_PRIME = 0x01000193;
+/** Up to this many bytes a loop copies faster than a native call. */
+const SHORT_COPY = 32;
 
-// AnyValue and its containers (opentelemetry-proto common/v1).
-export const T_STRING = (1 << 3) | 2;
-export const T_BOOL = (2 << 3) | 0;
-export const T_INT = (3 << 3) | 0;
-export const T_DOUBLE = (4 << 3) | 1;
-export const T_ARRAY = (5 << 3) | 2;
-export const T_KVLIST = (6 << 3) | 2;
-/** ArrayValue.values, KeyValueList.values */
-export const T_VALUES = (1 << 3) | 2;
-/** KeyValue.key, KeyValue.value */
-export const T_KEY = (1 << 3) | 2;
-export const T_VALUE = (2 << 3) | 2;
-
-export function varintSize(v: number): number {
-  return v < 0x80 ? 1 : v < 0x4000 ? 2 : v < 0x200000 ? 3 : v < 0x10000000 ? 4 : v < 0x800000000 ? 5 : Math.ceil(Math.log2(v + 1) / 7);
-}
-
-/** The AnyValue content length of a number, as the object path encodes it. */
-export function numberSize(v: number): number {
-  return Number.isSafeInteger(v) ? (v >= 0 ? 1 + varintSize(v) : 11) : 9;
-}
-
-/** A number as an AnyValue's content, for the object path: the bytes the byte path writes. */
-export function writeNumber(body: BodyBuilder, v: number): void {
-  const at = body.claim(11);
-  body.truncate(putNumber(body.buffer, at, v));
+/**
+ * What a pass over a JSON text found, and the stack it keeps its open
+ * containers on (innermost at `top`). The caller owns one and hands it to
+ * every call, which sets its results: no call reads or changes another's.
+ * Reused from call to call, so a pass allocates nothing.
+ */
+export class JsonScan {
+  /** Where the value ended: in the output for a write, in the input for a decision. */
+  end = 0;
+  /**
+   * Whether the value holds every value of its text exactly, so that the
+   * text can go without it: no number a double may not carry digit for digit
+   * (more than 15 characters, an exponent, a minus zero), no escaped half of
+   * a surrogate pair.
+   */
+  exact = true;
+  /** A write's: where the root's values of the noted keys start, by key index; -1: absent. */
+  readonly severityAt = new Int32Array(MAX_NOTED_KEYS);
+  // The stack.
+  readonly kind = new Uint8Array(MAX_NESTING + 2);
+  /** Where the container's length byte is (write). */
+  readonly lenAt = new Int32Array(MAX_NESTING + 2);
+  /** Where the current element's KeyValue length byte is (objects, write). */
+  readonly kvAt = new Int32Array(MAX_NESTING + 2);
+  /** Where the current element's value length byte is (write). */
+  readonly valueAt = new Int32Array(MAX_NESTING + 2);
+  /** Where the container's keys start in keyHashes. */
+  readonly keyBase = new Int32Array(MAX_NESTING + 2);
+  /** Key hashes of the objects open on the path, for duplicate keys. */
+  readonly keyHashes = new Int32Array(1024);
 }
 
 /**
@@ -63,289 +99,138 @@ export function writeNumber(body: BodyBuilder, v: number): void {
  */
 function patch(ob: Buffer, at: number, o: number): number {
   const n = o - at - 1;
-  if (n < 0x80) {
-    ob[at] = n;
-    return o;
-  }
+  if (n >= ONE_BYTE_VARINT) return patchWide(ob, at, o, n);
+  ob[at] = n;
+  return o;
+}
+
+/** patch() for a length of more than one byte: the content moves along. */
+function patchWide(ob: Buffer, at: number, o: number, n: number): number {
   const extra = varintSize(n) - 1;
   ob.copyWithin(at + 1 + extra, at + 1, o);
   putVarint(ob, at, n);
   return o + extra;
 }
 
-/** int_value for safe integers (negative ones as ten bytes of two's complement, as int64 is written), double_value otherwise. */
-function putNumber(ob: Buffer, o: number, v: number): number {
-  if (Number.isSafeInteger(v)) {
-    ob[o++] = T_INT;
-    if (v >= 0) return putVarint(ob, o, v);
-    let u = BigInt.asUintN(64, BigInt(v));
-    while (u > 0x7fn) {
-      ob[o++] = Number(u & 0x7fn) | 0x80;
-      u >>= 7n;
-    }
-    ob[o++] = Number(u);
-    return o;
-  }
-  ob[o++] = T_DOUBLE;
-  ob.writeDoubleLE(v, o);
-  return o + 8;
-}
-
-/**
- * Steps over the string whose opening quote is at `i`; returns 1 + the index
- * of its closing quote, negated when it holds an escape; 0 when it is no JSON
- * string (unterminated, a raw control character, a bad escape).
- */
-function stringEnd(src: Buffer, i: number, e: number): number {
-  let escaped = false;
-  i++;
-  while (i < e) {
-    const c = src[i]!;
-    if (c === 34) return escaped ? -(i + 1) : i + 1;
-    if (c === 92) {
-      if (i + 1 >= e) return 0;
-      escaped = true;
-      const x = src[i + 1]!;
-      if (x === 117) {
-        if (i + 6 > e) return 0;
-        for (let k = i + 2; k < i + 6; k++) {
-          const h = src[k]!;
-          if (!((h >= 48 && h <= 57) || (h >= 65 && h <= 70) || (h >= 97 && h <= 102))) return 0;
-        }
-        // \uD800-\uDFFF: half of a pair, which a lone one would turn into U+FFFD on its way to UTF-8.
-        if ((src[i + 2]! | 0x20) === 100 && src[i + 3]! >= 56) passExact = false;
-        i += 6;
-        continue;
-      }
-      if (x === 34 || x === 92 || x === 47 || x === 98 || x === 102 || x === 110 || x === 114 || x === 116) {
-        i += 2;
-        continue;
-      }
-      return 0;
-    }
-    if (c < 0x20) return 0;
-    i++;
-  }
-  return 0;
-}
-
-/** The end of the JSON number at `i`, or -1 when there is none. */
-function numberEnd(src: Buffer, i: number, e: number): number {
-  if (i < e && src[i] === 45) i++;
-  if (i < e && src[i] === 48) i++;
-  else if (i < e && src[i]! >= 49 && src[i]! <= 57) while (i < e && src[i]! >= 48 && src[i]! <= 57) i++;
-  else return -1;
-  if (i < e && src[i] === 46) {
-    const at = ++i;
-    while (i < e && src[i]! >= 48 && src[i]! <= 57) i++;
-    if (i === at) return -1;
-  }
-  if (i < e && (src[i] === 101 || src[i] === 69)) {
-    // An exponent can take a number past a double's range (1e400 is Infinity).
-    passExact = false;
-    i++;
-    if (i < e && (src[i] === 43 || src[i] === 45)) i++;
-    const at = i;
-    while (i < e && src[i]! >= 48 && src[i]! <= 57) i++;
-    if (i === at) return -1;
-  }
-  return i;
-}
-
-const POW10 = [1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15];
-
-/** The value of the valid JSON number [s, e), as JSON.parse gives it. */
-function numberOf(src: Buffer, s: number, e: number): number {
-  let k = s;
-  const neg = src[k] === 45;
-  if (neg) k++;
-  let v = 0;
-  let digits = 0;
-  let point = -1;
-  for (; k < e; k++) {
-    const c = src[k]!;
-    if (c === 46) point = k;
-    else if (c >= 48 && c <= 57) {
-      v = v * 10 + (c - 48);
-      digits++;
-    } else return Number(src.toString('latin1', s, e));
-  }
-  // At most 15 digits make an integer below 2^53, and a power of ten up to
-  // 10^22 is exact: their quotient is correctly rounded, as JSON.parse's is.
-  if (digits > 15) return Number(src.toString('latin1', s, e));
-  if (point >= 0) v /= POW10[e - point - 1]!;
-  return neg ? -v : v;
-}
-
-// The open containers of a pass, innermost at `top`; a pass runs to completion before the next starts.
-const KIND = new Uint8Array(MAX_NESTING + 2);
-/** Where the container's length byte is (write). */
-const LEN_AT = new Int32Array(MAX_NESTING + 2);
-/** Where the current element's KeyValue length byte is (objects, write). */
-const KV_AT = new Int32Array(MAX_NESTING + 2);
-/** Where the current element's value length byte is (write). */
-const V_AT = new Int32Array(MAX_NESTING + 2);
-/** Where the container's keys start in KEY_HASHES. */
-const KEY_BASE = new Int32Array(MAX_NESTING + 2);
-/** Key hashes of the objects open on the path, for duplicate keys. */
-const KEY_HASHES = new Int32Array(1024);
-
-/** Where the root's severity-like values start (write only), by SEVERITY_KEYS index; -1: absent. */
-export const severityAt = [-1, -1, -1];
-/** Where the last pass ended (write: in the output; decide: in the input). */
-let passEnd = 0;
-/** Whether the last pass's value holds every value of its text exactly (see passWasExact). */
-let passExact = true;
-
-/**
- * Whether the value of the last pass (scanJson, writeJson, AnyValueArena's
- * write) holds every value of its JSON text exactly, so that the text can go
- * without it: no number a double may not carry digit for digit (more than 15
- * characters, an exponent, a minus zero), no escaped half of a surrogate
- * pair. Read it before the next pass (a severity lookup is one).
- */
-export function passWasExact(): boolean {
-  return passExact;
+/** The length and content of the string [i, end) that holds an escape, decoded. */
+function putEscaped(ob: Buffer, o: number, src: Buffer, i: number, end: number): number {
+  const v = JSON.parse(src.toString('utf8', i, end)) as string;
+  o = putVarint(ob, o, Buffer.byteLength(v, 'utf8'));
+  return o + ob.write(v, o);
 }
 
 /**
  * One pass over the JSON value at `i` (after JSON whitespace), in one loop
- * over an explicit stack: its state lives in locals, which the loop keeps in
- * registers (recursive functions over module-wide state reload it from
- * memory at every byte). `ob` null: decide only. `whole`: nothing but
+ * over an explicit stack (scan's): the loop's state lives in locals, which
+ * it keeps in registers (recursive functions over shared state reload it
+ * from memory at every byte). Longer than the files' 80-line bound on
+ * purpose: split into steps (a key's, a string's, a member head's), the steps
+ * outgrow TurboFan's inlining budget for one function and stay calls, and
+ * bench:sidecar's shaping stage ran 10% slower per CPU-second on JSON lines.
+ * What is rare (escapes, literals, wide lengths) is in functions of its own. `ob` null: decide only. `whole`: nothing but
  * whitespace may follow the value. `trusted`: scanned already with these
  * bounds, so keys need no second look. `keys`: the root keys whose values'
- * positions go to severityAt.
+ * positions go to scan.severityAt. On JSON_OK, scan.end is where it ended.
  */
-function pass(src: Buffer, i: number, e: number, ob: Buffer | null, o: number, limit: number, maxDepth: number, trusted: boolean, whole: boolean, keys: readonly Uint8Array[]): number {
+function pass(scan: JsonScan, src: Buffer, i: number, e: number, ob: Buffer | null, o: number, limit: number, maxDepth: number, trusted: boolean, whole: boolean, keys: readonly Uint8Array[]): number {
+  const { kind, lenAt, kvAt, valueAt, keyBase, keyHashes } = scan;
   let top = -1;
   let count = 0;
   let keyTop = 0;
-  passExact = true;
+  scan.exact = true;
   for (;;) {
     // A value starts at i.
-    while (i < e) {
-      const c = src[i]!;
-      if (c !== 32 && c !== 10 && c !== 13 && c !== 9) break;
-      i++;
-    }
+    i = spaceEnd(src, i, e);
     if (i >= e) return JSON_PLAIN;
     let c = src[i]!;
     let opened = false;
-    if (c === 34) {
-      const r = stringEnd(src, i, e);
+    if (c === QUOTE) {
+      const r = stringEnd(scan, src, i, e);
       if (r === 0) return JSON_PLAIN;
       if (ob !== null) {
-        ob[o++] = T_STRING;
-        if (r > 0) {
+        ob[o++] = ANY_VALUE_STRING_VALUE;
+        if (r < 0) o = putEscaped(ob, o, src, i, -r);
+        else {
           const n = r - i - 2;
-          if (n < 0x80) ob[o++] = n;
+          if (n < ONE_BYTE_VARINT) ob[o++] = n;
           else o = putVarint(ob, o, n);
-          if (n < 32) for (let k = i + 1; k < r - 1; k++) ob[o++] = src[k]!;
+          if (n < SHORT_COPY) for (let k = i + 1; k < r - 1; k++) ob[o++] = src[k]!;
           else o += src.copy(ob, o, i + 1, r - 1);
-        } else {
-          const v = JSON.parse(src.toString('utf8', i, -r)) as string;
-          o = putVarint(ob, o, Buffer.byteLength(v, 'utf8'));
-          o += ob.write(v, o);
         }
       }
       i = r > 0 ? r : -r;
-    } else if (c === 123 || c === 91) {
+    } else if (c === LEFT_BRACE || c === LEFT_BRACKET) {
       // A container at depth top + 2 (the root is 1): deeper than the bound, it would be kept as JSON text.
       if (top + 2 > maxDepth || top + 2 > MAX_NESTING) return JSON_SLOW;
       top++;
-      KIND[top] = c;
-      KEY_BASE[top] = keyTop;
+      kind[top] = c;
+      keyBase[top] = keyTop;
       if (ob !== null) {
-        ob[o++] = c === 123 ? T_KVLIST : T_ARRAY;
-        LEN_AT[top] = o++;
+        ob[o++] = c === LEFT_BRACE ? ANY_VALUE_KVLIST_VALUE : ANY_VALUE_ARRAY_VALUE;
+        lenAt[top] = o++;
       }
-      i++;
-      while (i < e) {
-        const x = src[i]!;
-        if (x !== 32 && x !== 10 && x !== 13 && x !== 9) break;
+      i = spaceEnd(src, i + 1, e);
+      if (i < e && src[i] === c + CLOSES) {
         i++;
-      }
-      if (i < e && src[i] === c + 2) {
-        // Empty: ] is [ + 2, } is { + 2.
-        i++;
-        if (ob !== null) o = patch(ob, LEN_AT[top]!, o);
+        if (ob !== null) o = patch(ob, lenAt[top]!, o);
         top--;
       } else opened = true;
-    } else if (c === 116 || c === 102) {
-      const t = c === 116;
-      if (t ? !(i + 4 <= e && src[i + 1] === 114 && src[i + 2] === 117 && src[i + 3] === 101) : !(i + 5 <= e && src[i + 1] === 97 && src[i + 2] === 108 && src[i + 3] === 115 && src[i + 4] === 101)) return JSON_PLAIN;
-      i += t ? 4 : 5;
-      if (ob !== null) {
-        ob[o++] = T_BOOL;
-        ob[o++] = t ? 1 : 0;
+    } else if (c === LOWER_T || c === LOWER_F || c === LOWER_N) {
+      const end = literalEnd(src, i, e, c);
+      if (end < 0) return JSON_PLAIN;
+      if (ob !== null && c !== LOWER_N) {
+        ob[o++] = ANY_VALUE_BOOL_VALUE;
+        ob[o++] = c === LOWER_T ? 1 : 0;
       }
-    } else if (c === 110) {
-      if (!(i + 4 <= e && src[i + 1] === 117 && src[i + 2] === 108 && src[i + 3] === 108)) return JSON_PLAIN;
-      i += 4;
+      i = end;
     } else {
-      const n = numberEnd(src, i, e);
+      const n = numberEnd(scan, src, i, e);
       if (n < 0) return JSON_PLAIN;
       // Over 15 characters: maybe more significant digits than a double keeps; -0 and -0.0: a zero whose sign an int_value drops.
-      if (n - i > 15 || (c === 45 && src[i + 1] === 48)) passExact = false;
-      if (ob !== null) o = putNumber(ob, o, numberOf(src, i, n));
+      if (n - i > 15 || (c === MINUS && src[i + 1] === ZERO)) scan.exact = false;
+      if (ob !== null) o = putNumberValue(ob, o, numberOf(src, i, n));
       i = n;
     }
     if (!opened) {
       // A value is complete: its element closes, then a comma starts the next one, or a bracket closes its container (itself a complete value).
       for (;;) {
         if (top < 0) {
-          if (whole) {
-            while (i < e) {
-              const x = src[i]!;
-              if (x !== 32 && x !== 10 && x !== 13 && x !== 9) break;
-              i++;
-            }
-            if (i !== e) return JSON_PLAIN;
-          }
-          passEnd = ob !== null ? o : i;
+          if (whole && (i = spaceEnd(src, i, e)) !== e) return JSON_PLAIN;
+          scan.end = ob !== null ? o : i;
           return JSON_OK;
         }
-        const kind = KIND[top]!;
+        const k = kind[top]!;
         if (ob !== null) {
-          o = patch(ob, V_AT[top]!, o);
-          if (kind === 123) o = patch(ob, KV_AT[top]!, o);
+          o = patch(ob, valueAt[top]!, o);
+          if (k === LEFT_BRACE) o = patch(ob, kvAt[top]!, o);
         }
-        while (i < e) {
-          const x = src[i]!;
-          if (x !== 32 && x !== 10 && x !== 13 && x !== 9) break;
-          i++;
-        }
+        i = spaceEnd(src, i, e);
         if (i >= e) return JSON_PLAIN;
         c = src[i]!;
-        if (c === 44) {
+        if (c === COMMA) {
           i++;
           break;
         }
-        if (c !== kind + 2) return JSON_PLAIN;
+        if (c !== k + CLOSES) return JSON_PLAIN;
         i++;
-        if (ob !== null) o = patch(ob, LEN_AT[top]!, o);
-        keyTop = KEY_BASE[top]!;
+        if (ob !== null) o = patch(ob, lenAt[top]!, o);
+        keyTop = keyBase[top]!;
         top--;
       }
     }
     // An element of the container at top starts at i.
     if (++count > limit) return JSON_SLOW;
-    if (KIND[top] === 91) {
+    if (kind[top] === LEFT_BRACKET) {
       if (ob !== null) {
-        ob[o++] = T_VALUES;
-        V_AT[top] = o++;
+        ob[o++] = ARRAY_VALUE_VALUES;
+        valueAt[top] = o++;
       }
       continue;
     }
-    while (i < e) {
-      const x = src[i]!;
-      if (x !== 32 && x !== 10 && x !== 13 && x !== 9) break;
-      i++;
-    }
-    if (i >= e || src[i] !== 34) return JSON_PLAIN;
+    i = spaceEnd(src, i, e);
+    if (i >= e || src[i] !== QUOTE) return JSON_PLAIN;
     const ks = i + 1;
-    const r = stringEnd(src, i, e);
+    const r = stringEnd(scan, src, i, e);
     if (r === 0) return JSON_PLAIN;
     // An escaped key decodes to other bytes; the object path tells.
     if (r < 0) return JSON_SLOW;
@@ -353,89 +238,76 @@ function pass(src: Buffer, i: number, e: number, ob: Buffer | null, o: number, l
     i = r;
     if (!trusted) {
       // A key JSON.parse would order first (integer-like) or merge (a duplicate; two equal hashes may be two different keys): the object path tells.
-      let hash = 0x811c9dc5;
+      let hash = FNV_OFFSET;
       let digits = ke > ks;
       for (let k = ks; k < ke; k++) {
         const x = src[k]!;
-        if (x < 48 || x > 57) digits = false;
-        hash = Math.imul(hash ^ x, 0x01000193);
+        if (x < ZERO || x > NINE) digits = false;
+        hash = Math.imul(hash ^ x, FNV_PRIME);
       }
       hash ^= ke - ks;
-      if (digits || keyTop >= KEY_HASHES.length) return JSON_SLOW;
-      for (let k = KEY_BASE[top]!; k < keyTop; k++) if (KEY_HASHES[k] === hash) return JSON_SLOW;
-      KEY_HASHES[keyTop++] = hash;
+      if (digits || keyTop >= keyHashes.length) return JSON_SLOW;
+      for (let k = keyBase[top]!; k < keyTop; k++) if (keyHashes[k] === hash) return JSON_SLOW;
+      keyHashes[keyTop++] = hash;
     }
-    while (i < e) {
-      const x = src[i]!;
-      if (x !== 32 && x !== 10 && x !== 13 && x !== 9) break;
-      i++;
-    }
-    if (i >= e || src[i] !== 58) return JSON_PLAIN;
+    i = spaceEnd(src, i, e);
+    if (i >= e || src[i] !== COLON) return JSON_PLAIN;
     i++;
     if (ob !== null) {
-      if (top === 0) noteSeverity(src, ks, ke, i, keys);
-      ob[o++] = T_VALUES;
-      KV_AT[top] = o++;
-      ob[o++] = T_KEY;
+      if (top === 0) noteKey(scan, src, ks, ke, i, keys);
+      ob[o++] = KEY_VALUE_LIST_VALUES;
+      kvAt[top] = o++;
+      ob[o++] = KEY_VALUE_KEY;
       const n = ke - ks;
-      if (n < 0x80) ob[o++] = n;
+      if (n < ONE_BYTE_VARINT) ob[o++] = n;
       else o = putVarint(ob, o, n);
-      if (n < 32) for (let k = ks; k < ke; k++) ob[o++] = src[k]!;
+      if (n < SHORT_COPY) for (let k = ks; k < ke; k++) ob[o++] = src[k]!;
       else o += src.copy(ob, o, ks, ke);
-      ob[o++] = T_VALUE;
-      V_AT[top] = o++;
+      ob[o++] = KEY_VALUE_VALUE;
+      valueAt[top] = o++;
     }
   }
 }
 
-function noteSeverity(src: Buffer, ks: number, ke: number, at: number, keys: readonly Uint8Array[]): void {
+/** Notes in scan.severityAt where the value of the root key [ks, ke) starts, if it is one of `keys`. */
+function noteKey(scan: JsonScan, src: Buffer, ks: number, ke: number, at: number, keys: readonly Uint8Array[]): void {
   for (let k = 0; k < keys.length; k++) {
     const key = keys[k]!;
     if (key.length !== ke - ks) continue;
     let same = true;
     for (let i = 0; i < key.length; i++) if (key[i] !== src[ks + i]) same = false;
-    if (same) severityAt[k] = at;
+    if (same) scan.severityAt[k] = at;
   }
-}
-
-/** Leading spaces and tabs, then an object: where it starts, or -1. */
-function objectStart(src: Buffer, s: number, e: number): number {
-  while (s < e && (src[s] === 32 || src[s] === 9)) s++;
-  return s < e && src[s] === 123 ? s : -1;
-}
-
-/** Whether [s, e) begins like a JSON object (after spaces and tabs): scanJson says JSON_PLAIN to any line that does not. */
-export function objectAhead(src: Buffer, s: number, e: number): boolean {
-  return objectStart(src, s, e) >= 0;
 }
 
 /**
  * Whether the UTF-8 bytes [s, e) are a JSON object (after spaces and tabs)
- * this module encodes itself: JSON_OK, JSON_PLAIN or JSON_SLOW.
+ * this module encodes itself: JSON_OK, JSON_PLAIN or JSON_SLOW; with
+ * JSON_OK, scan.exact says whether the value holds the text exactly.
  */
-export function scanJson(src: Buffer, s: number, e: number, maxFields: number, maxDepth: number): number {
+export function scanJson(scan: JsonScan, src: Buffer, s: number, e: number, maxFields: number, maxDepth: number): number {
   const at = objectStart(src, s, e);
-  return at < 0 ? JSON_PLAIN : pass(src, at, e, null, 0, maxFields, maxDepth, false, true, NO_KEYS);
+  return at < 0 ? JSON_PLAIN : pass(scan, src, at, e, null, 0, maxFields, maxDepth, false, true, NO_KEYS);
 }
 
 const NO_KEYS: readonly Uint8Array[] = [];
 
 /**
  * Appends the object at [s, e) to `body` as an AnyValue (its kvlist tag
- * included) and returns its length, noting in severityAt where the root's
- * `keys` values start. Negative: one of the JSON_ codes, and the body is as
- * it was. `scanned`: scanJson said JSON_OK for these bytes and bounds, so
- * their keys need no second look.
+ * included) and returns its length, noting in scan.severityAt where the
+ * root's `keys` values start. Negative: one of the JSON_ codes, and the body
+ * is as it was. `scanned`: scanJson said JSON_OK for these bytes and bounds,
+ * so their keys need no second look.
  */
-export function writeJson(body: BodyBuilder, src: Buffer, s: number, e: number, maxFields: number, maxDepth: number, scanned: boolean, keys: readonly Uint8Array[]): number {
-  severityAt.fill(-1);
+export function writeJson(scan: JsonScan, body: BodyBuilder, src: Buffer, s: number, e: number, maxFields: number, maxDepth: number, scanned: boolean, keys: readonly Uint8Array[]): number {
+  scan.severityAt.fill(-1);
   const start = objectStart(src, s, e);
   if (start < 0) return JSON_PLAIN;
   const room = roomFor(s, e);
   const at = body.claim(room);
-  const r = writeAt(src, start, e, body.buffer, at, room, maxFields, maxDepth, scanned, keys);
-  body.truncate(r === JSON_OK ? passEnd : at);
-  return r === JSON_OK ? passEnd - at : r;
+  const r = writeAt(scan, src, start, e, body.buffer, at, room, maxFields, maxDepth, scanned, keys);
+  body.truncate(r === JSON_OK ? scan.end : at);
+  return r === JSON_OK ? scan.end - at : r;
 }
 
 /** The most the value of [s, e) can take: "-1," (3 bytes) is a 13-byte element. */
@@ -443,10 +315,11 @@ function roomFor(s: number, e: number): number {
   return 5 * (e - s) + 64;
 }
 
-/** A pass that writes the object at `start` into `buf` at `at`, within `room` bytes: JSON_OK (passEnd is where it ends) or a JSON_ code. */
-function writeAt(src: Buffer, start: number, e: number, buf: Buffer, at: number, room: number, maxFields: number, maxDepth: number, trusted: boolean, keys: readonly Uint8Array[]): number {
-  const r = pass(src, start, e, buf, at, maxFields, maxDepth, trusted, true, keys);
-  if (r === JSON_OK && passEnd > at + room) throw new Error(`JSON value written past its room (${passEnd - at} > ${room} bytes)`);
+/** A pass that writes the object at `start` into `buf` at `at`, within `room` bytes: JSON_OK (scan.end is where it ends) or a JSON_ code. */
+function writeAt(scan: JsonScan, src: Buffer, start: number, e: number, buf: Buffer, at: number, room: number, maxFields: number, maxDepth: number, trusted: boolean, keys: readonly Uint8Array[]): number {
+  if (keys.length > MAX_NOTED_KEYS) throw new RangeError(`at most ${MAX_NOTED_KEYS} keys are noted`);
+  const r = pass(scan, src, start, e, buf, at, maxFields, maxDepth, trusted, true, keys);
+  if (r === JSON_OK && scan.end > at + room) throw new Error(`JSON value written past its room (${scan.end - at} > ${room} bytes)`);
   return r;
 }
 
@@ -454,12 +327,12 @@ function writeAt(src: Buffer, start: number, e: number, buf: Buffer, at: number,
 const SLAB_BYTES = 64 * 1024;
 
 /**
- * Where the shaping stage writes JSON lines' OTLP values for the OTLP
- * protobuf sink, in the one pass that also decides they are JSON (the
- * encoder then copies them instead of reading the line again). Append-only
- * slabs: a record holds its slab until its batch is acknowledged, so a slab
- * outlives the writes into it by one in-flight window at most (64 KiB holds
- * about two hundred values).
+ * Where the OTLP encoder writes JSON lines' values in the one pass that also
+ * decides, for the shaping stage, that they are JSON (OtlpEncoder.prepare),
+ * and copies them from when it encodes their records instead of reading the
+ * lines again. Append-only slabs: a record holds its slab until it is
+ * encoded, so a slab outlives the writes into it by a batch or so (64 KiB
+ * holds about two hundred values).
  */
 export class AnyValueArena {
   private slab = Buffer.allocUnsafe(0);
@@ -472,10 +345,10 @@ export class AnyValueArena {
   /**
    * writeJson's verdict on [s, e) with the checks scanJson makes (the bytes
    * were not scanned before); on JSON_OK the value is at buffer, at, length
-   * and severityAt holds where the root's `keys` values start.
+   * and scan.severityAt holds where the root's `keys` values start.
    */
-  write(src: Buffer, s: number, e: number, maxFields: number, maxDepth: number, keys: readonly Uint8Array[]): number {
-    severityAt.fill(-1);
+  write(scan: JsonScan, src: Buffer, s: number, e: number, maxFields: number, maxDepth: number, keys: readonly Uint8Array[]): number {
+    scan.severityAt.fill(-1);
     const start = objectStart(src, s, e);
     if (start < 0) return JSON_PLAIN;
     const room = roomFor(s, e);
@@ -483,24 +356,27 @@ export class AnyValueArena {
       this.slab = Buffer.allocUnsafe(Math.max(SLAB_BYTES, room));
       this.used = 0;
     }
-    const r = writeAt(src, start, e, this.slab, this.used, room, maxFields, maxDepth, false, keys);
+    const r = writeAt(scan, src, start, e, this.slab, this.used, room, maxFields, maxDepth, false, keys);
     if (r !== JSON_OK) return r;
     this.buffer = this.slab;
     this.at = this.used;
-    this.length = passEnd - this.used;
-    this.used = passEnd;
+    this.length = scan.end - this.used;
+    this.used = scan.end;
     return JSON_OK;
   }
 }
 
+/** valueAt's: a pass of its own, which leaves its callers' scans as they were. */
+const VALUE_SCAN = new JsonScan();
+
 /** The JSON value starting at `at` (after whitespace) in `src`, as JSON.parse gives it (for a severity field); undefined if there is none. */
 export function valueAt(src: Buffer, at: number, e: number): unknown {
-  while (at < e && (src[at] === 32 || src[at] === 10 || src[at] === 13 || src[at] === 9)) at++;
-  if (pass(src, at, e, null, 0, Infinity, MAX_NESTING, true, false, NO_KEYS) !== JSON_OK) return undefined;
-  const end = passEnd;
-  if (src[at] === 34) {
+  at = skipSpace(src, at, e);
+  if (pass(VALUE_SCAN, src, at, e, null, 0, Infinity, MAX_NESTING, true, false, NO_KEYS) !== JSON_OK) return undefined;
+  const end = VALUE_SCAN.end;
+  if (src[at] === QUOTE) {
     let plain = true;
-    for (let i = at + 1; i < end - 1; i++) if (src[i] === 92) plain = false;
+    for (let i = at + 1; i < end - 1; i++) if (src[i] === BACKSLASH) plain = false;
     if (plain) return src.toString('utf8', at + 1, end - 1);
   }
   return JSON.parse(src.toString('utf8', at, end));

@@ -1,9 +1,10 @@
 // A record's OpenTelemetry severity from its level-like field (SEVERITY_KEYS):
 // from the parsed fields (the object path) or from the JSON bytes where the
-// byte path found those fields (json-anyvalue.ts's severityAt).
+// byte path found those fields (json-anyvalue.ts's JsonScan.severityAt).
 import { SEVERITY_KEYS } from '../../src/contract/record.ts';
 import type { Fields } from '../records/record.ts';
-import { severityAt, valueAt } from './json-anyvalue.ts';
+import { valueAt, type JsonScan } from './json-anyvalue.ts';
+import { BACKSLASH, QUOTE, skipSpace } from './json-grammar.ts';
 
 // A Map: a tenant's level value is looked up here, and an object literal would answer "constructor" or "__proto__" from its prototype.
 const SEVERITY_NUMBERS = new Map<string, number>([
@@ -77,24 +78,37 @@ function cachedLevel(src: Buffer, s: number, e: number): number {
   return -1;
 }
 
-/** severityOf() over the root's level-like values writeJson found in `src` (before `e`). */
-export function severityFound(src: Buffer, e: number): Severity | undefined {
+/** Per byte: 1 for what a number's token holds (digits, minus, point). */
+const NUMBER_BYTE = new Uint8Array(256);
+for (const c of '0123456789-.') NUMBER_BYTE[c.charCodeAt(0)] = 1;
+/** Per byte: 1 for what may follow a whole token (a comma, a closing bracket, whitespace). */
+const AFTER_TOKEN = new Uint8Array(256);
+for (const c of ',}] \t\n\r') AFTER_TOKEN[c.charCodeAt(0)] = 1;
+
+/**
+ * The end of the level value's token at `at` as written: a string's bytes
+ * with its quotes, or a number's; -1 when it is neither or longer than the
+ * cache's slots.
+ */
+function tokenEnd(src: Buffer, at: number, e: number): number {
+  let end = at;
+  if (src[at] === QUOTE) {
+    end++;
+    while (end < e && end - at < LEVEL_MAX_BYTES && src[end] !== QUOTE && src[end] !== BACKSLASH) end++;
+    return end < e && src[end] === QUOTE ? end + 1 : -1;
+  }
+  while (end < e && end - at < LEVEL_MAX_BYTES && NUMBER_BYTE[src[end]!] === 1) end++;
+  // Only a whole token: "3e1" stopped at its e is not the 3 it starts with.
+  return end >= e || AFTER_TOKEN[src[end]!] === 1 ? end : -1;
+}
+
+/** severityOf() over the root's level-like values a write (writeJson, AnyValueArena.write) found in `src` (before `e`), as `scan` noted them. */
+export function severityFound(scan: JsonScan, src: Buffer, e: number): Severity | undefined {
   for (let k = 0; k < SEVERITY_KEYS.length; k++) {
-    let at = severityAt[k]!;
+    let at = scan.severityAt[k]!;
     if (at < 0) continue;
-    while (at < e && (src[at] === 32 || src[at] === 9 || src[at] === 10 || src[at] === 13)) at++;
-    // The value token as written: a string's bytes with its quotes, or a number's (never longer than the cache's slots).
-    let end = at;
-    if (src[at] === 34) {
-      end++;
-      while (end < e && end - at < LEVEL_MAX_BYTES && src[end] !== 34 && src[end] !== 92) end++;
-      end = end < e && src[end] === 34 ? end + 1 : -1;
-    } else {
-      while (end < e && end - at < LEVEL_MAX_BYTES && ((src[end]! >= 48 && src[end]! <= 57) || src[end] === 45 || src[end] === 46)) end++;
-      // Only a whole token: "3e1" stopped at its e is not the 3 it starts with.
-      const next = end < e ? src[end]! : 32;
-      if (!(next === 44 || next === 125 || next === 93 || next === 32 || next === 9 || next === 10 || next === 13)) end = -1;
-    }
+    at = skipSpace(src, at, e);
+    const end = tokenEnd(src, at, e);
     const cacheable = end > at && end - at <= LEVEL_MAX_BYTES;
     if (cacheable) {
       const c = cachedLevel(src, at, end);

@@ -4,7 +4,7 @@
 import type { CriRecord, Fields, FileMeta, LogRecord, Stream } from './record.ts';
 
 /** Rebuilds a record's fields from its (final, masked) message; the same message always gives the same fields. */
-export type FieldsOf = (message: string) => Fields | undefined;
+type FieldsOf = (message: string) => Fields | undefined;
 
 /** How a shaper's JSON records get their fields: one per shaper, shared by its records. */
 export interface JsonFields {
@@ -18,7 +18,7 @@ export interface JsonFields {
   readonly scanned: boolean;
   /**
    * The OTLP record also carries the message as written (log.record.original):
-   * its fields do not hold every value of it exactly (see passWasExact in
+   * its fields do not hold every value of it exactly (see JsonScan.exact in
    * encode/json-anyvalue.ts, and masks), or the operator asked for it on
    * every record (JOBHARVEST_JSON_ORIGINAL=always).
    */
@@ -45,25 +45,63 @@ let lastFields: Fields | undefined;
  * cheaper, and its garbage dies young; the OTLP encoder does not parse at all
  * (encode/json-anyvalue.ts).
  */
+/** What a ShapedRecord is made of, by name. */
+interface ShapedFields {
+  readonly file: FileMeta;
+  /** The first line's offset: a restart that re-reads and re-joins the same lines gives the same id. */
+  readonly offset: number;
+  /** The timestamp; absent when it is `origin`'s, decoded only if asked for. */
+  readonly ts?: string;
+  readonly stream: Stream;
+  /** The message; absent when it is `origin`'s, decoded only if asked for. */
+  readonly message?: string;
+  readonly size: number;
+  readonly safe: number;
+  readonly flags: number;
+  /** A joined record: how many lines. */
+  readonly lines?: number;
+  /** Set when the message is a JSON object within the bounds. */
+  readonly json?: JsonFields;
+  /** The parsed line whose bytes (valid UTF-8) are this record's message, when it is one unchanged line. */
+  readonly origin?: CriRecord;
+  /** What the sink's encoder wrote of the line while the JSON detector read it (delivery/sink.ts's JsonPreparer). */
+  readonly prepared?: unknown;
+}
+
 export class ShapedRecord implements LogRecord {
-  constructor(
-    readonly file: FileMeta,
-    /** The first line's offset: a restart that re-reads and re-joins the same lines gives the same id. */
-    readonly offset: number,
-    /** The timestamp; undefined when it is `origin`'s, decoded only if asked for. */
-    private readonly stamp: string | undefined,
-    readonly stream: Stream,
-    /** The message; undefined when it is `origin`'s, decoded only if asked for. */
-    private readonly text: string | undefined,
-    readonly size: number,
-    public safe: number,
-    readonly flags: number,
-    readonly lines?: number,
-    /** Set when the message is a JSON object within the bounds. */
-    readonly json?: JsonFields,
-    /** The parsed line whose bytes (valid UTF-8) are this record's message, when it is one unchanged line. */
-    readonly origin?: CriRecord,
-  ) {}
+  readonly file: FileMeta;
+  readonly offset: number;
+  private readonly stamp: string | undefined;
+  readonly stream: Stream;
+  private readonly text: string | undefined;
+  readonly size: number;
+  public safe: number;
+  readonly flags: number;
+  readonly lines: number | undefined;
+  readonly json: JsonFields | undefined;
+  readonly origin: CriRecord | undefined;
+  /**
+   * What the sink's encoder wrote of the line while the JSON detector read
+   * it, for that encoder alone to read: it takes it once and lets go (a
+   * record waits for its acknowledgement far longer than for its encoding;
+   * an encoding again, a retry, reads the line's bytes).
+   */
+  prepared: unknown;
+
+  constructor(f: ShapedFields) {
+    this.file = f.file;
+    this.offset = f.offset;
+    this.stamp = f.ts;
+    this.stream = f.stream;
+    this.text = f.message;
+    this.size = f.size;
+    this.safe = f.safe;
+    this.flags = f.flags;
+    this.lines = f.lines;
+    this.json = f.json;
+    this.origin = f.origin;
+    this.prepared = f.prepared;
+  }
 
   get ts(): string {
     return this.stamp ?? this.origin!.ts;
@@ -85,27 +123,4 @@ export class ShapedRecord implements LogRecord {
     return lastFields;
   }
 
-}
-
-/**
- * A one-line JSON record whose OTLP value the shaping stage wrote already
- * (for the OTLP protobuf sink, see AnyValueArena): the encoder copies it and
- * the severity found with it, once. It then lets go of the value (and so of
- * its slab): a record waits for its acknowledgement far longer than for its
- * encoding, and an encoding again (a retry) reads the line's bytes as any
- * JSON record's does.
- */
-export class PreparedJsonRecord extends ShapedRecord {
-  constructor(
-    origin: CriRecord,
-    safe: number,
-    json: JsonFields,
-    /** The value (an AnyValue with its kvlist tag) at [anyAt, anyAt + anyLength) of anyValue; undefined once encoded. */
-    public anyValue: Buffer | undefined,
-    readonly anyAt: number,
-    readonly anyLength: number,
-    readonly severity: { readonly number: number; readonly text: string } | undefined,
-  ) {
-    super(origin.file, origin.offset, undefined, origin.stream, undefined, origin.size, safe, origin.flags, undefined, json, origin);
-  }
 }

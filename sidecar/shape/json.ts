@@ -5,7 +5,7 @@
 import type { FieldValue, Fields } from '../records/record.ts';
 import type { JsonSettings } from '../shaping-settings.ts';
 
-export type JsonResult = { readonly fields: Fields } | 'plain' | 'too-wide';
+type JsonResult = { readonly fields: Fields } | 'plain' | 'too-wide';
 
 export function parseJsonFields(message: string, s: JsonSettings): JsonResult {
   let i = 0;

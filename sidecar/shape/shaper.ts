@@ -14,28 +14,25 @@
 // (`FileShape.owed`), so a file's checkpoint still reaches its end.
 import { ConfigError } from '../config.ts';
 import type { Stats } from '../stats.ts';
-import { AnyValueArena, JSON_OK, JSON_PLAIN, objectAhead, passWasExact, scanJson } from '../encode/json-anyvalue.ts';
-import { SEVERITY_KEY_BYTES, severityFound } from '../encode/severity.ts';
+import type { JsonPreparer } from '../delivery/sink.ts';
 import { CriRecord, type FileMeta, type LogRecord, type Stream } from '../records/record.ts';
-import { PreparedJsonRecord, ShapedRecord, type JsonFields } from '../records/shaped.ts';
+import { ShapedRecord, type JsonFields } from '../records/shaped.ts';
 import { utf8Valid } from '../records/utf8.ts';
-import { parseJsonFields } from './json.ts';
-import { Masker, type MaskState } from './mask.ts';
-import { Joiner, literalPrefixes, type Group, type Slot } from './multiline.ts';
-import type { JsonSettings, ShapingSettings } from '../shaping-settings.ts';
+import { JsonStage } from './json-stage.ts';
+import { Masker } from './mask.ts';
+import { MaskStage } from './mask-stage.ts';
+import { Joiner, type Group, type Slot } from './multiline.ts';
+import { literalPrefixes } from './multiline-rules.ts';
+import type { ShapingSettings } from '../shaping-settings.ts';
 
 interface FileShape {
   /** One slot per stream. */
   readonly slots: Record<Stream, Slot>;
   /** The highest `safe` a record of the file was given less than: the checkpoint may go there once nothing before it is held. */
   owed: number;
-  /** Per stream: where a private key begun in an earlier record stands. */
-  readonly masks: Record<Stream, MaskState>;
 }
 
 export type Emit = (records: LogRecord[]) => Promise<void>;
-
-const NO_LINES: readonly LogRecord[] = [];
 
 /** Compiles the RE2 patterns the way building the stage would; the problems, or none. */
 export function shapingProblems(settings: ShapingSettings): string[] {
@@ -49,12 +46,8 @@ export function shapingProblems(settings: ShapingSettings): string[] {
 }
 
 export interface ShaperOptions {
-  /**
-   * The sink encodes OTLP protobuf: a JSON line's value is written here, in
-   * the pass that decides it is JSON, for the encoder to copy (instead of a
-   * pass to decide here and another to write there).
-   */
-  readonly otlpValues?: boolean;
+  /** The sink's encoder, which reads a JSON line in the pass that decides it (delivery/sink.ts). */
+  readonly jsonPreparer?: JsonPreparer;
   /** How long push() works on its lines before it lets the event loop run (default SLICE_MS). */
   readonly sliceMs?: number;
 }
@@ -70,27 +63,24 @@ export const SLICE_MS = 20;
 
 const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
+/**
+ * The stages, each on its own, composed here as the lines come: the joiner
+ * (multiline.ts) makes events of lines, the masker (mask-stage.ts) replaces
+ * secrets in their text, the JSON detector (json-stage.ts) decides which are
+ * JSON objects. The shaper keeps what no stage may decide alone: that no
+ * record lets a checkpoint pass a line still held.
+ */
 export class Shaper {
   private readonly joiner: Joiner | undefined;
-  private readonly arena: AnyValueArena | undefined;
-  private readonly masker: Masker | undefined;
-  private readonly json: JsonSettings | undefined;
+  private readonly mask: MaskStage | undefined;
+  private readonly json: JsonStage | undefined;
   private readonly files = new Map<FileMeta, FileShape>();
-  // The JsonFields its records share: parsed or scanned, with or without the line as written.
-  private readonly jsonFields: JsonFields | undefined;
-  private readonly jsonFieldsExact: JsonFields | undefined;
-  private readonly jsonScanned: JsonFields | undefined;
-  private readonly jsonScannedExact: JsonFields | undefined;
   private timer: NodeJS.Timeout | undefined;
   /** Set when a line may cost more than a few microseconds (an RE2 start pattern or mask): push() then watches the clock. */
   private readonly sliced: boolean;
   private readonly sliceMs: number;
   /** Settles when the push in progress has shaped its lines: flush() and endFile() wait for it, the timer defers to it. */
   private shaping: Promise<void> | undefined;
-  // Masker.hintsIn of the buffers records point into: most reads hold no rule's word, and their lines then need no masking at all.
-  private hintSrc: Buffer | undefined;
-  private hintHits: number[] = [];
-  private readonly hintCache = new WeakMap<Buffer, number[]>();
 
   constructor(
     settings: ShapingSettings,
@@ -99,34 +89,17 @@ export class Shaper {
     private readonly now: () => number = Date.now,
     options: ShaperOptions = {},
   ) {
-    this.arena = options.otlpValues && settings.json ? new AnyValueArena() : undefined;
     const start = settings.multiline?.start;
     this.sliced = (start !== undefined && literalPrefixes(start) === undefined) || (settings.mask?.patterns.length ?? 0) > 0;
     this.sliceMs = options.sliceMs ?? SLICE_MS;
     this.joiner = settings.multiline ? new Joiner(settings.multiline, now) : undefined;
-    this.masker = settings.mask ? new Masker(settings.mask) : undefined;
-    this.json = settings.json;
-    const json = settings.json;
-    // The same parse and masks as shape(), on a masker of its own so that nothing is counted twice. None when
-    // the masks read the whole text (built-in rules only): the message is masked, and its fields are its JSON as it stands.
-    const quiet = settings.mask && !this.masker!.coversFields ? new Masker(settings.mask) : undefined;
-    this.jsonFields = json && {
-      fieldsOf: (message) => {
-        const parsed = parseJsonFields(message, json);
-        if (typeof parsed !== 'object') return undefined;
-        return quiet ? quiet.fields(parsed.fields) : parsed.fields;
-      },
-      maxFields: json.maxFields,
-      maxDepth: json.maxDepth,
-      verbatim: !quiet,
-      scanned: false,
-      keepOriginal: true,
-    };
-    // Fields that hold the line exactly let it go, unless the operator wants it on every record.
-    const always = json?.original === 'always';
-    this.jsonFieldsExact = this.jsonFields && { ...this.jsonFields, keepOriginal: always };
-    this.jsonScanned = this.jsonFields && { ...this.jsonFields, scanned: true };
-    this.jsonScannedExact = this.jsonFields && { ...this.jsonFields, scanned: true, keepOriginal: always };
+    this.mask = settings.mask ? new MaskStage(settings.mask) : undefined;
+    if (settings.json) {
+      // A record's fields parsed again go through the same masks, on a masker of their own so that nothing is counted twice. None when
+      // the masks read the whole text (built-in rules only): the message is masked, and its fields are its JSON as it stands.
+      const quiet = settings.mask && !this.mask!.coversFields ? new Masker(settings.mask) : undefined;
+      this.json = new JsonStage(settings.json, stats, quiet && ((f) => quiet.fields(f)), options.jsonPreparer);
+    }
   }
 
   /** The source's emit: lines in, shaped records out. */
@@ -178,10 +151,14 @@ export class Shaper {
   async endFile(file: FileMeta): Promise<void> {
     if (this.shaping) await this.shaped();
     const f = this.files.get(file);
-    if (!f) return;
+    if (!f) {
+      this.mask?.forget(file);
+      return;
+    }
     const out = this.endAll(f);
     const settled = this.settle(out);
     this.files.delete(file);
+    this.mask?.forget(file);
     if (out.length > 0) await this.out(settled);
   }
 
@@ -192,6 +169,7 @@ export class Shaper {
     for (const f of this.files.values()) out.push(...this.endAll(f));
     const settled = this.settle(out);
     this.files.clear();
+    this.mask?.clear();
     this.stop();
     if (out.length > 0) await this.out(settled);
   }
@@ -204,7 +182,7 @@ export class Shaper {
   private fileOf(file: FileMeta): FileShape {
     let f = this.files.get(file);
     if (!f) {
-      f = { slots: { stdout: { ev: undefined }, stderr: { ev: undefined }, unknown: { ev: undefined } }, owed: 0, masks: { stdout: { pemLines: 0 }, stderr: { pemLines: 0 }, unknown: { pemLines: 0 } } };
+      f = { slots: { stdout: { ev: undefined }, stderr: { ev: undefined }, unknown: { ev: undefined } }, owed: 0 };
       this.files.set(file, f);
     }
     return f;
@@ -288,134 +266,75 @@ export class Shaper {
     return out;
   }
 
-  /**
-   * Whether a message parsed the slow way (a joined event, masks configured,
-   * a line not read from a file) is one whose fields hold every value of it
-   * exactly: the verdict the byte path gives the same text, so that a line
-   * gets the same record whichever way it was parsed.
-   */
-  private exactText(message: string): boolean {
-    const json = this.json!;
-    if (json.original === 'always') return false;
-    const bytes = Buffer.from(message, 'utf8');
-    return scanJson(bytes, 0, bytes.length, json.maxFields, json.maxDepth) === JSON_OK && passWasExact();
-  }
-
-  /** The line holds no word of any mask and no escape that may spell one, and no private key runs on from before it in its stream. */
-  private noHint(r: CriRecord): boolean {
-    const m = this.masker!;
-    if (m.pem && this.fileOf(r.file).masks[r.stream].pemLines > 0) return false;
-    let hits = this.hintHits;
-    if (r.src !== this.hintSrc) {
-      const cached = this.hintCache.get(r.src);
-      hits = cached ?? m.hintsIn(r.src.toString('latin1'));
-      if (!cached) this.hintCache.set(r.src, hits);
-      this.hintSrc = r.src;
-      this.hintHits = hits;
-    }
-    if (hits.length === 0) return true;
-    // The first hit that ends after the line starts: the line is clear unless it starts before the line ends.
-    let lo = 0;
-    let hi = hits.length / 2;
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1;
-      if (hits[mid * 2 + 1]! <= r.msgAt) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo * 2 >= hits.length || hits[lo * 2]! >= r.msgEnd;
-  }
-
-  private maskText(message: string, first: LogRecord): string {
-    const m = this.masker!;
-    return m.pem ? m.textIn(message, this.fileOf(first.file).masks[first.stream]) : m.text(message);
-  }
-
   /** The record for a group of lines; its `safe` is the last line's until settle() looks at it. */
   private shape(group: Group): LogRecord {
-    const single = !Array.isArray(group);
-    const lines: readonly LogRecord[] = single ? NO_LINES : group;
-    const first = single ? group : group[0]!;
-    const safe = single ? first.safe : group[group.length - 1]!.safe;
-    let message: string | undefined;
+    if (!Array.isArray(group)) return this.shapeLine(group);
+    const first = group[0]!;
+    const parts: string[] = [];
     let size = first.size;
     let flags = first.flags;
-    const maskedBefore = this.masker?.matches ?? 0;
-    // Masks ran on the line and found nothing, and its fields would show them nothing more: it goes on as if masks were off.
-    let clean = false;
-    if (single) {
-      if (!this.masker && !this.json) return first;
-      if (this.masker?.coversFields && first instanceof CriRecord) {
-        // Masks first: most lines hold no secret, and those need neither JSON.parse nor a look at their fields.
-        if (this.noHint(first)) clean = true;
-        else {
-          const text = this.maskText(first.message, first);
-          if (this.masker.matches === maskedBefore) clean = true;
-          else message = text;
-        }
-        if (clean && !this.json) return first;
+    for (const l of group) {
+      parts.push(l.message);
+      if (l !== first) {
+        size += l.size;
+        flags |= l.flags;
       }
-      // Decided on the line's bytes, without making it a string: most lines are no JSON, and most JSON lines need no JSON.parse.
-      if ((!this.masker || clean) && first instanceof CriRecord) {
-        // Most lines do not even begin like an object: they go on without a look at the rest of their bytes.
-        if (!objectAhead(first.src, first.msgAt, first.msgEnd)) return first;
-      }
-      if ((!this.masker || clean) && first instanceof CriRecord && utf8Valid(first.src, first.msgAt, first.msgEnd)) {
-        const json = this.json!;
-        const arena = this.arena;
-        const verdict = arena ? arena.write(first.src, first.msgAt, first.msgEnd, json.maxFields, json.maxDepth, SEVERITY_KEY_BYTES) : scanJson(first.src, first.msgAt, first.msgEnd, json.maxFields, json.maxDepth);
-        if (verdict === JSON_PLAIN) return first;
-        if (verdict === JSON_OK) {
-          this.stats.jsonRecords++;
-          // Read before the severity lookup, which is a pass of its own.
-          const fields = passWasExact() ? this.jsonScannedExact! : this.jsonScanned!;
-          if (arena) return new PreparedJsonRecord(first, safe, fields, arena.buffer, arena.at, arena.length, severityFound(first.src, first.msgEnd));
-          return new ShapedRecord(first.file, first.offset, undefined, first.stream, undefined, size, safe, flags, undefined, fields, first);
-        }
-      }
-      message ??= first.message;
-    } else {
-      const parts: string[] = [];
-      for (const l of lines) {
-        parts.push(l.message);
-        if (l !== first) {
-          size += l.size;
-          flags |= l.flags;
-        }
-      }
-      message = parts.join('\n');
-      this.stats.multilineRecords++;
     }
+    this.stats.multilineRecords++;
+    return this.shapeText(group, parts.join('\n'), size, flags, group[group.length - 1]!.safe, false, this.mask?.matches ?? 0);
+  }
+
+  /** One line: its bytes decide where they can (masks first, then JSON), and it goes on as the source made it when nothing changed. */
+  private shapeLine(first: LogRecord): LogRecord {
+    const mask = this.mask;
+    const json = this.json;
+    if (!mask && !json) return first;
+    const before = mask?.matches ?? 0;
+    let message: string | undefined;
+    // Masks ran on the line and found nothing, and its fields would show them nothing more: it goes on as if masks were off.
+    let clean = !mask;
+    const masked = mask !== undefined && mask.coversFields && first instanceof CriRecord;
+    if (masked) {
+      // Masks first: most lines hold no secret, and those need neither JSON.parse nor a look at their fields.
+      message = mask.line(first);
+      clean = message === undefined;
+      if (clean && !json) return first;
+    }
+    if (clean && json && first instanceof CriRecord) {
+      const r = json.line(first);
+      if (r) return r;
+    }
+    return this.shapeText(first, message ?? first.message, first.size, first.flags, first.safe, masked, before);
+  }
+
+  /**
+   * The record for a text the stages read as a string: masked (unless
+   * `masked`: the line's masks ran already), then parsed for JSON. `group`:
+   * one line, or the lines joined into the text; `before`: the masks'
+   * matches before this record.
+   */
+  private shapeText(group: Group, message: string, size: number, flags: number, safe: number, masked: boolean, before: number): LogRecord {
+    const single = !Array.isArray(group);
+    const first = single ? group : group[0]!;
+    const mask = this.mask;
     // Masks read what a JSON reader reads of the line (mask.ts), at any parse setting; only a secret's own bytes change.
-    const maskedFirst = this.masker?.coversFields === true && single && first instanceof CriRecord;
-    if (this.masker && !maskedFirst) {
-      const text = this.maskText(message, first);
-      if (this.masker.matches > maskedBefore) message = text;
+    if (mask && !masked) {
+      const text = mask.text(message, first);
+      if (mask.matches > before) message = text;
     }
     let json: JsonFields | undefined;
     if (this.json) {
-      const parsed = parseJsonFields(message, this.json);
-      if (typeof parsed === 'object') {
-        // Parsed here to decide and to count what the masks replace; kept as a way to parse again (see ShapedRecord).
-        const maskedFields = this.masker && !this.masker.coversFields ? this.masker.fields(parsed.fields) : parsed.fields;
-        // A value only an operator pattern finds in a field (one anchored to a
-        // whole value, `^…$`, which the line's text does not show): the line
-        // would carry it past the masks, so the message becomes the masked
-        // fields' JSON. Its fields are those fields again.
-        const rewritten = maskedFields !== parsed.fields;
-        if (rewritten) message = JSON.stringify(maskedFields);
-        // Exact as the byte path would find the same text, unless a mask rewrote a field.
-        json = !rewritten && this.exactText(message) ? this.jsonFieldsExact : this.jsonFields;
-        this.stats.jsonRecords++;
-      } else if (parsed === 'too-wide') this.stats.jsonTooWide++;
+      const parsed = this.json.text(message, mask && !mask.coversFields ? (f) => mask.fields(f) : undefined);
+      if (parsed) ({ json, message } = parsed);
     }
-    const masked = this.masker !== undefined && this.masker.matches > maskedBefore;
-    if (masked) this.stats.masked += this.masker!.matches - maskedBefore;
-    if (single && !masked) {
+    const changed = mask !== undefined && mask.matches > before;
+    if (changed) this.stats.masked += mask.matches - before;
+    if (single && !changed) {
       // Nothing changed: the line goes on as the source made it (a CriRecord keeps its bytes for the encoders).
       if (json === undefined) return first;
       const origin = first instanceof CriRecord && utf8Valid(first.src, first.msgAt, first.msgEnd) ? first : undefined;
-      return new ShapedRecord(first.file, first.offset, origin ? undefined : first.ts, first.stream, origin ? undefined : message, size, safe, flags, undefined, json, origin);
+      return new ShapedRecord({ file: first.file, offset: first.offset, ts: origin ? undefined : first.ts, stream: first.stream, message: origin ? undefined : message, size, safe, flags, json, origin });
     }
-    return new ShapedRecord(first.file, first.offset, first.ts, first.stream, message, size, safe, flags, single ? undefined : lines.length, json);
+    return new ShapedRecord({ file: first.file, offset: first.offset, ts: first.ts, stream: first.stream, message, size, safe, flags, lines: single ? undefined : group.length, json });
   }
 }

@@ -13,7 +13,9 @@ import { FLAG_INCOMPLETE, FLAG_MALFORMED, FLAG_TRUNCATED, mapLeaves, type FieldV
 import { keepsOriginal } from '../records/shaped.ts';
 import { nowTime, parseTimestamp } from '../records/timestamp.ts';
 import { releaser } from '../encode/body.ts';
-import { OtlpEncoder, decodeExportLogsResponse, resourceFields, severityOf } from '../encode/otlp.ts';
+import { OtlpEncoder, resourceFields } from '../encode/otlp.ts';
+import { decodeExportLogsResponse } from '../encode/otlp-response.ts';
+import { severityOf } from '../encode/severity.ts';
 import { withPath } from './http/client.ts';
 import { metadataFields } from '../encode/document.ts';
 import { attempt } from './http/result.ts';
@@ -144,7 +146,7 @@ export async function createSink(ctx: SinkContext): Promise<Sink> {
     const responses = { deserializeResponse: decodeExportLogsResponse };
     const encoder = new OtlpEncoder(ctx.config.identity, 'jobharvest', VERSION);
     return {
-      jsonValues: 'otlp',
+      jsonPreparer: encoder,
       async send(records, signal) {
         const body = encoder.request(records);
         const release = releaser(body);

@@ -10,17 +10,18 @@ import { isUtf8 } from 'node:buffer';
 import { isDeepStrictEqual } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { VERSION } from '../../src/contract/version.ts';
-import { JSON_OK, JSON_PLAIN, JSON_SLOW, scanJson } from '../encode/json-anyvalue.ts';
-import { OtlpEncoder, severityOf } from '../encode/otlp.ts';
+import { JSON_OK, JSON_PLAIN, JSON_SLOW, JsonScan, scanJson } from '../encode/json-anyvalue.ts';
+import { OtlpEncoder } from '../encode/otlp.ts';
+import { severityOf } from '../encode/severity.ts';
 import { CriRecord, type Fields, type LogRecord } from '../records/record.ts';
-import { PreparedJsonRecord, ShapedRecord, type JsonFields } from '../records/shaped.ts';
+import { ShapedRecord, type JsonFields } from '../records/shaped.ts';
 import { parseJsonFields } from '../shape/json.ts';
 import type { JsonSettings } from '../shaping-settings.ts';
 import { CriDecoder } from '../sources/node/cri.ts';
 import { makeMeta, testConfig } from '../../test/support/sidecar-helpers.ts';
 import { otlpRoot } from './otlp-proto.ts';
 import { seeded } from '../../test/support/seeded.ts';
-import { harness, shaping } from './shape-helpers.ts';
+import { harness, otlpValues as writtenByEncoder, shaping } from './shape-helpers.ts';
 
 /** The seed of the random lines; JSON_ANYVALUE_SEED=<n> replays a reported failure. */
 const SEED = Number(process.env.JSON_ANYVALUE_SEED ?? 0x5eed1e55);
@@ -38,6 +39,8 @@ const TS = '2024-05-06T07:08:09.123456789Z';
 const FILE = makeMeta('main', 0, 'f00000000000000f');
 const Req = otlpRoot.lookupType('otlp.ExportLogsServiceRequest');
 const VERDICT: Record<number, string> = { [JSON_OK]: 'JSON_OK', [JSON_PLAIN]: 'JSON_PLAIN', [JSON_SLOW]: 'JSON_SLOW' };
+/** The scan the test's own looks at a line use. */
+const SCAN = new JsonScan();
 
 // ---------------------------------------------------------------- generator
 
@@ -316,10 +319,10 @@ function check(line: Buffer, bounds: JsonSettings, where: string, tally: Tally =
   const origin = criRecord(line, after);
   const text = line.toString('utf8');
   const what = () => `${where}, bounds ${bounds.maxFields}/${bounds.maxDepth}, line ${show(line)}`;
-  const verdict = scanJson(origin.src, origin.msgAt, origin.msgEnd, bounds.maxFields, bounds.maxDepth);
+  const verdict = scanJson(SCAN, origin.src, origin.msgAt, origin.msgEnd, bounds.maxFields, bounds.maxDepth);
   const parsed = parseJsonFields(text, bounds);
   // The same bytes at the start of a buffer of their own, with nothing after them.
-  const alone = scanJson(Buffer.from(line), 0, line.length, bounds.maxFields, bounds.maxDepth);
+  const alone = scanJson(SCAN, Buffer.from(line), 0, line.length, bounds.maxFields, bounds.maxDepth);
   if (alone !== verdict) throw new Error(`scanJson says ${VERDICT[verdict]} with bytes after the line and ${VERDICT[alone]} without; ${what()}`);
   if (verdict === JSON_PLAIN) {
     tally.plain++;
@@ -350,8 +353,8 @@ function check(line: Buffer, bounds: JsonSettings, where: string, tally: Tally =
 function compare(text: string, origin: CriRecord, fields: Fields, bounds: JsonSettings, what: () => string, scans: boolean[]): void {
   const expected = objectPath(text, fields, origin.size);
   const fast = scans.includes(true);
-  const variants: Array<[string, ShapedRecord]> = scans.map((scanned) => [`origin, scanned: ${scanned}`, new ShapedRecord(FILE, 1000, TS, 'stdout', undefined, origin.size, 5000, 0, undefined, jsonFields(bounds, scanned), origin)]);
-  variants.push(['no origin, scanned: false', new ShapedRecord(FILE, 1000, TS, 'stdout', text, origin.size, 5000, 0, undefined, jsonFields(bounds, false))]);
+  const variants: Array<[string, ShapedRecord]> = scans.map((scanned) => [`origin, scanned: ${scanned}`, new ShapedRecord({ file: FILE, offset: 1000, ts: TS, stream: 'stdout', size: origin.size, safe: 5000, flags: 0, json: jsonFields(bounds, scanned), origin })]);
+  variants.push(['no origin, scanned: false', new ShapedRecord({ file: FILE, offset: 1000, ts: TS, stream: 'stdout', message: text, size: origin.size, safe: 5000, flags: 0, json: jsonFields(bounds, false) })]);
   for (const [how, r] of variants) {
     let got: Buffer;
     const before = fieldsParsed;
@@ -575,7 +578,7 @@ describe('json-anyvalue: scanJson and the bytes written agree with the object pa
       const origin = criRecord(bytes);
       const verdict = check(bytes, DEFAULTS, `severity case ${line}`);
       for (const scanned of verdict === JSON_OK ? [true, false] : [false]) {
-        const r = new ShapedRecord(FILE, 1000, TS, 'stdout', undefined, origin.size, 5000, 0, undefined, jsonFields(DEFAULTS, scanned), origin);
+        const r = new ShapedRecord({ file: FILE, offset: 1000, ts: TS, stream: 'stdout', size: origin.size, safe: 5000, flags: 0, json: jsonFields(DEFAULTS, scanned), origin });
         expect(severityIn(request(r)), `${line}, scanned: ${scanned}`).toEqual(want);
       }
     }
@@ -597,6 +600,11 @@ function criFile(messages: readonly Buffer[], g: Gen): Buffer {
     } else parts.push(Buffer.from(`${ts} ${stream} F `), m, Buffer.from('\n'));
   }
   return Buffer.concat(parts);
+}
+
+/** The record carries a value the encoder wrote while the shaping stage read its line. */
+function prepared(r: LogRecord): boolean {
+  return r instanceof ShapedRecord && r.prepared !== undefined;
 }
 
 /** The record's line is valid UTF-8 (so the shaper may read it as bytes). */
@@ -643,7 +651,7 @@ describe('the shaping stage decides on the bytes as it would on the message', ()
       // The same lines as the object path sees them: plain records with the decoded message.
       const plain: LogRecord[] = records.map((r) => ({ file: r.file, offset: r.offset, ts: r.ts, stream: r.stream, message: r.message, size: r.size, safe: r.safe, flags: r.flags }));
 
-      const bytes = harness(settings, undefined, { otlpValues });
+      const bytes = harness(settings, undefined, otlpValues ? writtenByEncoder() : {});
       const objects = harness(settings);
       for (let i = 0; i < records.length; i += 100) {
         await bytes.shaper.push(records.slice(i, i + 100));
@@ -669,7 +677,7 @@ describe('the shaping stage decides on the bytes as it would on the message', ()
           expect([out.offset, out.ts, out.stream, out.size, out.safe, out.flags], where).toEqual([r.offset, r.ts, r.stream, r.size, r.safe, r.flags]);
           // Written by the shaper exactly when the byte path takes the line (the object path's lines stay as they were).
           const c = r as CriRecord;
-          expect(out instanceof PreparedJsonRecord, where).toBe(otlpValues && utf8Ok(r) && scanJson(c.src, c.msgAt, c.msgEnd, bounds.maxFields, bounds.maxDepth) === JSON_OK);
+          expect(prepared(out), where).toBe(otlpValues && utf8Ok(r) && scanJson(SCAN, c.src, c.msgAt, c.msgEnd, bounds.maxFields, bounds.maxDepth) === JSON_OK);
           const origin = (out as ShapedRecord).origin;
           // The bytes stand for the message only when they are valid UTF-8.
           expect(origin, where).toBe(isUtf8((r as CriRecord).src.subarray((r as CriRecord).msgAt, (r as CriRecord).msgEnd)) ? r : undefined);
@@ -695,13 +703,13 @@ describe('the shaping stage decides on the bytes as it would on the message', ()
       expect(bytes.stats.jsonRecords - exact, `seed ${seed}`).toBeGreaterThan(10);
 
       // And the whole batch goes out as the object path's records would.
-      const prepared = bytes.out.filter((r) => r instanceof PreparedJsonRecord).length;
+      const written = bytes.out.filter(prepared).length;
       const a = Buffer.from(encoder.request(bytes.out, OBSERVED));
       const b = Buffer.from(encoder.request(objects.out, OBSERVED));
       expect(a.equals(b), `seed ${seed}: the shaped batch differs from the object path's`).toBe(true);
       // Encoded once, the values the shaper wrote are let go; encoding again (a retry) reads the lines' bytes, to the same request.
-      expect(prepared > 300).toBe(otlpValues);
-      expect(bytes.out.filter((r) => r instanceof PreparedJsonRecord && r.anyValue !== undefined)).toHaveLength(0);
+      expect(written > 300).toBe(otlpValues);
+      expect(bytes.out.filter(prepared)).toHaveLength(0);
       const again = Buffer.from(encoder.request(bytes.out, OBSERVED));
       expect(again.equals(b), `seed ${seed}: the batch encoded again differs`).toBe(true);
     });

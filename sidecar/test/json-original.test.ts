@@ -15,7 +15,7 @@ import { OtlpRecordBuilder } from '../sinks/otlp.ts';
 import { CriDecoder } from '../sources/node/cri.ts';
 import { makeMeta, testConfig } from '../../test/support/sidecar-helpers.ts';
 import { anyOf, otlpRoot, type KV } from './otlp-proto.ts';
-import { harness, Lines, shaping } from './shape-helpers.ts';
+import { harness, Lines, otlpValues, shaping } from './shape-helpers.ts';
 
 /** Lines whose fields hold every value exactly: spacing, escapes and the spelling of a number are form, not values. */
 const EXACT = [
@@ -75,7 +75,7 @@ function json(records: readonly LogRecord[]): Array<{ original: unknown; body: u
 }
 
 async function shaped(env: Record<string, string>, how: 'bytes' | 'bytes, values written' | 'strings'): Promise<LogRecord[]> {
-  const h = harness(shaping(env), undefined, { otlpValues: how === 'bytes, values written' });
+  const h = harness(shaping(env), undefined, how === 'bytes, values written' ? otlpValues() : {});
   await h.shaper.push(how === 'strings' ? new Lines(FILE).make(LINES) : criRecords(LINES));
   await h.shaper.flush();
   expect(h.out).toHaveLength(LINES.length);

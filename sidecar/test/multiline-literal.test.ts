@@ -3,7 +3,7 @@
 // must say exactly what RE2 says, on a parsed line's bytes and on a string.
 import { RE2JS } from 're2js';
 import { describe, expect, it } from 'vitest';
-import { customRule, literalPrefixes } from '../shape/multiline.ts';
+import { customRule, literalPrefixes } from '../shape/multiline-rules.ts';
 import { CriRecord, type LogRecord } from '../records/record.ts';
 import { makeMeta } from '../../test/support/sidecar-helpers.ts';
 

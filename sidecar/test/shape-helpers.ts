@@ -1,9 +1,11 @@
 // Feeding lines through the shaping stage, as a source would.
+import { VERSION } from '../../src/contract/version.ts';
+import { OtlpEncoder } from '../encode/otlp.ts';
 import { Shaper, type ShaperOptions } from '../shape/shaper.ts';
 import { parseShaping, type ShapingSettings } from '../shaping-settings.ts';
 import type { FileMeta, LogRecord, Stream } from '../records/record.ts';
 import { newStats, type Stats } from '../stats.ts';
-import { makeMeta } from '../../test/support/sidecar-helpers.ts';
+import { makeMeta, testConfig } from '../../test/support/sidecar-helpers.ts';
 
 /** Shaping settings as the sidecar would read them from these env vars (names without the JOBHARVEST_ prefix). */
 export function shaping(env: Record<string, string>, maxRecordBytes = 262_144): ShapingSettings {
@@ -27,6 +29,11 @@ export class Lines {
       return r;
     });
   }
+}
+
+/** Options for a shaper in front of the OTLP protobuf sink: its encoder writes JSON lines' values in the pass that decides them. */
+export function otlpValues(): ShaperOptions {
+  return { jsonPreparer: new OtlpEncoder(testConfig().identity, 'jobharvest', VERSION) };
 }
 
 export function harness(settings: ShapingSettings, stats: Stats = newStats(), options: ShaperOptions = {}) {

@@ -9,7 +9,7 @@ import type { LogRecord } from '../records/record.ts';
 import { Masker } from '../shape/mask.ts';
 import { CriDecoder } from '../sources/node/cri.ts';
 import { makeMeta, testConfig } from '../../test/support/sidecar-helpers.ts';
-import { harness, Lines, shaping } from './shape-helpers.ts';
+import { harness, Lines, otlpValues, shaping } from './shape-helpers.ts';
 
 const ALL = shaping({ MASK: 'all' }).mask!.rules;
 const masker = (replacement = '[MASKED]') => new Masker({ rules: ALL, patterns: [], replacement });
@@ -232,8 +232,8 @@ describe('records as the tailer makes them (one scan of the read for the rules` 
   ];
 
   it('a line with no secret goes on exactly as with masks off; the others lose only their secrets; nothing leaves in OTLP', async () => {
-    const off = harness(shaping({ PARSE: 'json' }), undefined, { otlpValues: true });
-    const on = harness(shaping({ PARSE: 'json', MASK: 'all' }), undefined, { otlpValues: true });
+    const off = harness(shaping({ PARSE: 'json' }), undefined, otlpValues());
+    const on = harness(shaping({ PARSE: 'json', MASK: 'all' }), undefined, otlpValues());
     await off.shaper.push(criRecords(lines));
     await on.shaper.push(criRecords(lines));
     expect(on.messages()).toEqual([

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ConfigError } from '../config.ts';
-import { customRule } from '../shape/multiline.ts';
+import { customRule } from '../shape/multiline-rules.ts';
 import { recordId } from '../records/record.ts';
 import { harness, Lines, shaping } from './shape-helpers.ts';
 

@@ -10,7 +10,7 @@ import { RE2JS } from 're2js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MAX_START_PROGRAM, START_MATCH_BYTES, startPatternProblem } from '../../src/contract/shaping-settings.ts';
 import { Pipeline } from '../pipeline.ts';
-import { customRule, lineStart } from '../shape/multiline.ts';
+import { customRule, lineStart } from '../shape/multiline-rules.ts';
 import { shapingProblems } from '../shape/shaper.ts';
 import { NdjsonReceiver } from '../../test/support/ndjson-receiver.ts';
 import { cri, testConfig, tmpDir, waitUntil } from '../../test/support/sidecar-helpers.ts';
