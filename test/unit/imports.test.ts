@@ -98,3 +98,49 @@ describe('programs depend on shared layers, never on each other', () => {
     expect(cycle, `import cycle: ${cycle?.join(' → ')}`).toBeUndefined();
   });
 });
+
+describe("the sidecar's layers (sidecar/README.md: imports go one way, down the list)", () => {
+  const ROOT = fileURLToPath(new URL('../../sidecar/', import.meta.url));
+  // Lowest first; a file may import its own layer and those above it in this list.
+  const LAYERS: readonly (readonly string[])[] = [
+    ['records/', 'encode/', 'config.ts', 'shaping-settings.ts', 'log.ts', 'stats.ts', 'outcome.ts'],
+    ['delivery/'],
+    ['sinks/'],
+    ['sources/'],
+    ['shape/'],
+    ['pipeline.ts', 'engine.ts', 'termination.ts', 'metrics.ts'],
+    ['run.ts', 'main.ts', 'signals.ts', 'started.ts'],
+  ];
+  const files = sources(ROOT).filter((f) => !f.includes('/test/'));
+  const layerOf = (f: string): number => {
+    const rel = relative(ROOT, f);
+    return LAYERS.findIndex((layer) => layer.some((p) => (p.endsWith('/') ? rel.startsWith(p) : rel === p)));
+  };
+  /** Imports from a lower layer up to a higher one, static or lazy. */
+  const arrowsUp = (graph: Map<string, string[]>) =>
+    [...graph].flatMap(([f, imports]) => imports.filter((i) => i.startsWith(ROOT) && layerOf(i) > layerOf(f)).map((i) => `${relative(ROOT, f)} → ${relative(ROOT, i)}`));
+
+  it('every file of the sidecar has a layer', () => {
+    expect(files.length).toBeGreaterThan(40);
+    expect(files.filter((f) => layerOf(f) < 0).map((f) => relative(ROOT, f))).toEqual([]);
+  });
+
+  it('no import points back up, and encode/ never imports shape/', () => {
+    const graph = new Map(files.map((f) => [f, allImportsOf(f)]));
+    expect(arrowsUp(graph)).toEqual([]);
+    const encodeToShape = files.filter((f) => relative(ROOT, f).startsWith('encode/')).flatMap((f) => allImportsOf(f).filter((i) => relative(ROOT, i).startsWith('shape/')));
+    expect(encodeToShape).toEqual([]);
+  });
+
+  it('an import back up is found', () => {
+    const pipeline = join(ROOT, 'pipeline.ts');
+    const batcher = join(ROOT, 'delivery/batcher.ts');
+    expect(arrowsUp(new Map([[batcher, [pipeline]]]))).toEqual(['delivery/batcher.ts → pipeline.ts']);
+  });
+
+  it('has no import cycles', () => {
+    const graph = new Map(files.map((f) => [f, importsOf(f)]));
+    const cycle = findCycle(graph)?.map((f) => relative(ROOT, f));
+    expect(cycle, `import cycle: ${cycle?.join(' → ')}`).toBeUndefined();
+  });
+});
