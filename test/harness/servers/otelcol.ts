@@ -1,9 +1,7 @@
-import type { ChildProcess } from 'node:child_process';
-import { createWriteStream, mkdtempSync, rmSync, writeFileSync, type WriteStream } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { freePort } from '../../support/ports.ts';
-import { spawnLogged, tailFile, terminate, waitStarted } from '../../support/process.ts';
+import { ReceiverProcess } from '../receiver.ts';
 import { OTELCOL, ensureGoProgram } from './go-build.ts';
 
 export interface CollectorOptions {
@@ -18,16 +16,15 @@ export interface CollectorOptions {
  * collector answers a request only after VictoriaLogs has accepted it: an
  * acknowledgement still means stored.
  */
-export class OtelCollector {
-  private child: ChildProcess | undefined;
-  private logStream: WriteStream | undefined;
-  private readonly dir = mkdtempSync(join(tmpdir(), 'jh-otelcol-'));
+export class OtelCollector extends ReceiverProcess {
   private constructor(
-    private readonly bin: string,
-    readonly port: number,
+    bin: string,
+    port: number,
     private readonly logsEndpoint: string,
     private readonly options: CollectorOptions,
-  ) {}
+  ) {
+    super(bin, port, 'jh-otelcol-', { name: 'otelcol', logName: 'otelcol.log', startTimeoutMs: 30_000 });
+  }
 
   /** Starts a collector that forwards logs to `logsEndpoint` (a full OTLP/HTTP logs URL). */
   static async start(logsEndpoint: string, options: CollectorOptions = {}): Promise<OtelCollector> {
@@ -43,11 +40,8 @@ export class OtelCollector {
   get logsUrl(): string {
     return `${this.url}/v1/logs`;
   }
-  get logFile(): string {
-    return join(this.dir, 'otelcol.log');
-  }
 
-  private async run(): Promise<void> {
+  protected args(): string[] {
     const config = join(this.dir, 'config.yaml');
     writeFileSync(
       config,
@@ -76,20 +70,11 @@ export class OtelCollector {
         },
       }),
     );
-    this.logStream = createWriteStream(this.logFile, { flags: 'a' });
-    this.child = spawnLogged(this.bin, [`--config=file:${config}`], this.logStream);
-    // Any HTTP answer means the receiver is listening.
-    await waitStarted(this.child, 'otelcol', () => fetch(this.logsUrl, { signal: AbortSignal.timeout(1000) }).then(() => true), 30_000, this.logFile);
+    return [`--config=file:${config}`];
   }
 
-  logTail(lines = 40): string {
-    return tailFile(this.logFile, lines);
-  }
-
-  async dispose(): Promise<void> {
-    if (this.child) await terminate(this.child);
-    this.child = undefined;
-    this.logStream?.end();
-    rmSync(this.dir, { recursive: true, force: true });
+  /** Any HTTP answer means the receiver is listening. */
+  protected ready(): Promise<boolean> {
+    return fetch(this.logsUrl, { signal: AbortSignal.timeout(1000) }).then(() => true);
   }
 }
