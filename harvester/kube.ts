@@ -375,12 +375,16 @@ export interface JobWatchOptions {
  * Every injected Job (or, with UNINJECTED_JOB_SELECTOR, every Job without the
  * label) becomes a call of `onJob` (or `onDeleted`); the watch keeps no objects.
  */
-export function watchJobs(kc: KubeConfig, opts: JobWatchOptions & { selector?: string }): JobWatch {
+export function watchJobs(kc: KubeConfig, opts: JobWatchOptions & { selector?: string; namespace?: string }): JobWatch {
   const batch = kc.makeApiClient(BatchV1Api);
   const labelSelector = opts.selector ?? JOB_SELECTOR;
-  return listWatch<V1Job>(kc, labelSelector === JOB_SELECTOR ? 'job' : 'uninjected job', {
-    list: ({ limit, cont }) => batch.listJobForAllNamespaces({ labelSelector, limit, ...(cont ? { _continue: cont } : {}) }),
-    path: '/apis/batch/v1/jobs',
+  const { namespace } = opts;
+  return listWatch<V1Job>(kc, `${labelSelector === JOB_SELECTOR ? 'job' : 'uninjected job'}${namespace ? ` (${namespace})` : ''}`, {
+    list: ({ limit, cont }) =>
+      namespace
+        ? batch.listNamespacedJob({ namespace, labelSelector, limit, ...(cont ? { _continue: cont } : {}) })
+        : batch.listJobForAllNamespaces({ labelSelector, limit, ...(cont ? { _continue: cont } : {}) }),
+    path: namespace ? `/apis/batch/v1/namespaces/${encodeURIComponent(namespace)}/jobs` : '/apis/batch/v1/jobs',
     query: { labelSelector },
     onObject: (type, job) => {
       if (type === 'DELETED') opts.onDeleted?.(job);

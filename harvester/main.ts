@@ -25,6 +25,7 @@ import { DEFAULT_MAX_NAMESPACES, DeliveryTotals } from './delivery-totals.ts';
 import { Reconciler } from './reconcile.ts';
 import { runAll } from './runnable.ts';
 import { DEFAULT_LIMITS, shipPod } from './ship.ts';
+import { Slots } from './slots.ts';
 import { LeaderTerm, type TermView } from './term.ts';
 import { runUninstall } from './uninstall.ts';
 
@@ -41,6 +42,7 @@ export interface HarvesterSettings {
   readonly destinations: readonly Destination[];
   readonly maxHoldSeconds: number;
   readonly concurrency: number;
+  readonly reconciles: number;
   readonly leaseDurationMs: number;
   readonly renewDeadlineMs: number;
   readonly retryPeriodMs: number;
@@ -73,7 +75,8 @@ export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = 
     )
     .option('--destinations-file <file>', 'JSON list of approved destinations (the chart renders it)')
     .option('--max-hold-seconds <n>', `longest hold of a Job while shipping (0: report only, never hold; at most ${MAX_HOLD_LIMIT_SECONDS})`, int(0, MAX_HOLD_LIMIT_SECONDS), 86_400)
-    .option('--concurrency <n>', 'harvests at once', int(1, 64), 4)
+    .option('--concurrency <n>', 'harvests at once (reading pods/log and shipping; each holds a request and a batch in memory)', int(1, 64), 4)
+    .option('--reconciles <n>', 'finished Jobs reconciled at once (reading the Job and its pods, writing the record and its Event); at most --concurrency of them harvest at a time', int(1, 256), 16)
     .option('--lease-seconds <n>', 'Lease duration', int(2, 3600), 15)
     .option('--renew-deadline-seconds <n>', 'a leader that cannot renew for this long stops (below the Lease duration)', int(1, 3600))
     .option('--retry-period-seconds <n>', 'between Lease attempts', int(1, 600))
@@ -97,6 +100,7 @@ export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = 
     destinationsFile?: string;
     maxHoldSeconds: number;
     concurrency: number;
+    reconciles: number;
     leaseSeconds: number;
     renewDeadlineSeconds?: number;
     retryPeriodSeconds?: number;
@@ -124,6 +128,7 @@ export function parseSettings(argv: readonly string[], env: NodeJS.ProcessEnv = 
     destinations,
     maxHoldSeconds: o.maxHoldSeconds,
     concurrency: o.concurrency,
+    reconciles: Math.max(o.reconciles, o.concurrency),
     leaseDurationMs,
     renewDeadlineMs,
     retryPeriodMs,
@@ -183,6 +188,7 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
     destinations: s.destinations,
     maxHoldSeconds: s.maxHoldSeconds,
     limits: DEFAULT_LIMITS,
+    harvests: new Slots(s.concurrency),
     kube: kubeAccess(kc),
     ship: shipPod,
     log,
@@ -195,7 +201,7 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
     onMissed: () => missedRecorded++,
     onRecord: (namespace, delivery, result) => totals.add(namespace, delivery, result),
   });
-  log('info', 'harvester starting', { namespace: s.namespace, lease: s.leaseName, identity: s.identity, destinations: s.destinations.map((d) => d.name), maxHoldSeconds: s.maxHoldSeconds, concurrency: s.concurrency, signingKeys: describeKeys(s.signingKeys) });
+  log('info', 'harvester starting', { namespace: s.namespace, lease: s.leaseName, identity: s.identity, destinations: s.destinations.map((d) => d.name), maxHoldSeconds: s.maxHoldSeconds, concurrency: s.concurrency, reconciles: s.reconciles, signingKeys: describeKeys(s.signingKeys) });
   const elector = new LeaderElector(kc.makeApiClient(CoordinationV1Api), {
     namespace: s.namespace,
     name: s.leaseName,
@@ -204,7 +210,7 @@ export async function runHarvester(s: HarvesterSettings): Promise<void> {
     renewDeadlineMs: s.renewDeadlineMs,
     retryPeriodMs: s.retryPeriodMs,
     log,
-    onStartedLeading: (signal) => new LeaderTerm({ kc, reconciler, reports, stats, concurrency: s.concurrency, signingKeys: s.signingKeys, config: s.config, log }, term).run(signal),
+    onStartedLeading: (signal) => new LeaderTerm({ kc, reconciler, reports, stats, concurrency: s.reconciles, signingKeys: s.signingKeys, config: s.config, log }, term).run(signal),
     onStoppedLeading: () => log('info', 'no longer leading: harvests stopped'),
   });
   current.leader = elector;

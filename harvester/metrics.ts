@@ -107,7 +107,7 @@ export function harvesterRegistry(prom: PromClient, stats: WatchStats, gauges: H
   counter('jobharvest_harvester_watch_requests_total', 'Watch requests of the list-watches, resumed ones included.', (r) => stats.watches[r]);
   if (gauges.leader) gauge('jobharvest_harvester_leader', '1 while this replica holds the Lease and harvests; 0 while it follows.', gauges.leader);
   if (gauges.queueDepth) gauge('jobharvest_harvester_queue_depth', 'Finished Jobs waiting for a reconcile in the leader\'s work queue (not counting those running).', gauges.queueDepth);
-  if (gauges.running) gauge('jobharvest_harvester_reconciles_running', 'Reconciles running now, at most --concurrency.', gauges.running);
+  if (gauges.running) gauge('jobharvest_harvester_reconciles_running', 'Reconciles running now, at most --reconciles.', gauges.running);
   if (totals) deliveryMetrics(prom, registry, totals);
   return registry;
 }

@@ -24,6 +24,7 @@ import { recordResult, type RecordResult } from './delivery-totals.ts';
 import type { ShipRequest, ShipResult } from './ship.ts';
 import { ownedPods, recordedUnderDroppedKey, verifyInjection } from './trust.ts';
 import type { KubeAccess, ShipLimits } from './ship.ts';
+import type { Slots } from './slots.ts';
 
 
 export type WriteResult = 'ok' | 'conflict' | 'gone';
@@ -52,6 +53,8 @@ export interface ReconcilerOptions {
   /** 0: report only, never hold or ship. */
   readonly maxHoldSeconds: number;
   readonly limits: ShipLimits;
+  /** Harvests at once (--concurrency); unset: as many as reconciles run. */
+  readonly harvests?: Pick<Slots, 'run'>;
   readonly kube: KubeAccess;
   readonly ship: (req: ShipRequest) => Promise<ShipResult>;
   readonly log: Log;
@@ -200,7 +203,7 @@ export class Reconciler {
       log('info', 'holding the Job to ship what its sidecar could not', { ...at, pods: work.length, destination: destination.name, maxHoldSeconds: hold.maxHoldSeconds });
     }
 
-    const delivery = withUsage(withGone(await this.harvest(job, hold, destination, status.container, owned, outcomes, notes, signal), gone), usage);
+    const delivery = withUsage(withGone(await this.slot(() => this.harvest(job, hold, destination, status.container, owned, outcomes, notes, signal)), gone), usage);
     // Leadership lost mid-harvest: the next leader starts again from the hold; write nothing.
     if (signal.aborted || !this.may()) return { kind: 'done' };
     return this.release(job, placed ? hold : undefined, delivery, signal);
@@ -253,7 +256,7 @@ export class Reconciler {
       hold = plan.hold;
       log('info', 'holding a Job that missed its injection, to ship its logs', { ...at, pods: owned.length, destination: destination.name, maxHoldSeconds: hold.maxHoldSeconds });
     }
-    const delivery = missedRecord(await this.harvest(job, hold, destination, NAMES.container, owned, outcomes, notes, signal));
+    const delivery = missedRecord(await this.slot(() => this.harvest(job, hold, destination, NAMES.container, owned, outcomes, notes, signal)));
     if (signal.aborted || !this.may()) return { kind: 'done' };
     return this.release(job, placed ? hold : undefined, delivery, signal);
   }
@@ -277,6 +280,10 @@ export class Reconciler {
     const rest = gone - lost.length;
     if (rest > 0) notes.push(`${rest} pod(s) the Job counted as finished are gone (evicted, preempted or deleted): their sidecars' counts went with them, and nothing is left to harvest`);
     return notes;
+  }
+
+  private slot<T>(fn: () => Promise<T>): Promise<T> {
+    return this.o.harvests ? this.o.harvests.run(fn) : fn();
   }
 
   private async harvest(job: V1Job, hold: Hold, destination: Destination, sidecar: string, pods: readonly V1Pod[], outcomes: readonly PodOutcome[], notes: readonly string[], signal: AbortSignal): Promise<DeliveryRecord> {

@@ -95,7 +95,9 @@ export class LeaderTerm implements Runnable {
  * queue.
  */
 class ClusterWatches implements Runnable {
-  private readonly jobWatches: JobWatch[] = [];
+  private injected: JobWatch | undefined;
+  /** Per namespace that injects: its Jobs without the label. */
+  private readonly uninjected = new Map<string, JobWatch>();
 
   constructor(
     private readonly o: TermOptions,
@@ -115,20 +117,41 @@ class ClusterWatches implements Runnable {
         const name = ns.metadata?.name;
         if (!name) return;
         const meta: NamespaceMeta = { name, labels: { ...(ns.metadata?.labels ?? {}) }, annotations: { ...(ns.metadata?.annotations ?? {}) }, ...(ns.metadata?.deletionTimestamp ? { terminating: true } : {}) };
-        if (!deleted && namespaceInjects(meta, config)) injecting.set(name, meta);
-        else injecting.delete(name);
+        if (!deleted && namespaceInjects(meta, config)) {
+          injecting.set(name, meta);
+          if (this.injected) this.watchUninjected(name, signal);
+        } else {
+          injecting.delete(name);
+          this.unwatchUninjected(name);
+        }
       },
       onList: (names) => {
-        for (const name of [...injecting.keys()]) if (!names.has(name)) injecting.delete(name);
+        for (const name of [...injecting.keys()]) {
+          if (names.has(name)) continue;
+          injecting.delete(name);
+          this.unwatchUninjected(name);
+        }
         // The Jobs only once the namespaces are known: a Job reconciled
         // before would be judged against none, and recorded wrongly for good.
-        if (this.jobWatches.length > 0 || signal.aborted) return;
-        this.jobWatches.push(this.injectedJobs(signal), this.uninjectedJobs(signal));
+        if (this.injected || signal.aborted) return;
+        this.injected = this.injectedJobs(signal);
+        for (const name of injecting.keys()) this.watchUninjected(name, signal);
       },
     });
     await untilAborted(signal);
     namespaceWatch.stop();
-    for (const w of this.jobWatches) w.stop();
+    this.injected?.stop();
+    for (const w of this.uninjected.values()) w.stop();
+    this.uninjected.clear();
+  }
+
+  private watchUninjected(namespace: string, signal: AbortSignal): void {
+    if (!this.uninjected.has(namespace) && !signal.aborted) this.uninjected.set(namespace, this.uninjectedJobs(namespace, signal));
+  }
+
+  private unwatchUninjected(namespace: string): void {
+    this.uninjected.get(namespace)?.stop();
+    this.uninjected.delete(namespace);
   }
 
   private injectedJobs(signal: AbortSignal): JobWatch {
@@ -140,21 +163,26 @@ class ClusterWatches implements Runnable {
       onList: (uids) => this.pods.resync(uids),
       onJob: (job) => {
         this.pods.observe(job);
-        if (Reconciler.wants(job)) this.queue.add(`${job.metadata!.namespace}/${job.metadata!.name}`);
+        // The record coming back through the watch (the harvester's own patch)
+        // is no work: reading the Job again only to find it recorded costs a GET a Job.
+        if (Reconciler.wants(job) && deliveryRecordOf(job, this.o.signingKeys) === undefined) this.queue.add(`${job.metadata!.namespace}/${job.metadata!.name}`);
       },
       onDeleted: (job) => this.pods.deleted(job),
     });
   }
 
   /**
-   * Every Job without the label passes through here and is let go at once
-   * unless its namespace injects, it is finished and not yet recorded, and
-   * the webhook would have injected it: only those become keys, so memory
-   * follows the missed Jobs, not the cluster's.
+   * The Jobs without the label of one namespace that injects, watched only
+   * while it does: a Job of any other namespace never reaches the harvester,
+   * so what tenants that never opted in create (however large) costs it
+   * nothing. Each passes through here and is let go at once unless it is
+   * finished and not yet recorded and the webhook would have injected it:
+   * only those become keys, so memory follows the missed Jobs.
    */
-  private uninjectedJobs(signal: AbortSignal): JobWatch {
+  private uninjectedJobs(namespace: string, signal: AbortSignal): JobWatch {
     const { kc, log, stats, config, signingKeys } = this.o;
     return watchJobs(kc, {
+      namespace,
       selector: UNINJECTED_JOB_SELECTOR,
       log,
       signal,

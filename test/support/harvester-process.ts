@@ -44,10 +44,13 @@ export interface HarvesterOptions {
   bundle?: boolean;
   /** Another identity than the cluster's admin, e.g. the chart's ServiceAccount (a TokenRequest token). */
   kubeconfig?: string;
+  /** Flags for node itself (with `bundle`), e.g. the chart's NODE_OPTIONS. */
+  nodeArgs?: string[];
 }
 
 export function startHarvester(info: ClusterInfo, o: HarvesterOptions): HarvesterProcess {
   const args = [
+    ...(o.bundle ? (o.nodeArgs ?? []) : []),
     join(ROOT, o.bundle ? 'dist/harvester.mjs' : 'harvester/entry.ts'),
     '--kubeconfig',
     o.kubeconfig ?? info.kubeconfigPath,
