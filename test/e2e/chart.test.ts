@@ -348,6 +348,10 @@ describe('the rendered objects', () => {
     // The server's timeouts and connection cap follow the configuration's timeoutSeconds.
     expect(argsOf(objects)).toContain(`--timeout-seconds=${hook.timeoutSeconds}`);
     expect(webhookDeployment(objects).spec!.template.spec!.containers[0]!.env).toContainEqual({ name: 'NODE_OPTIONS', value: '--max-semi-space-size=4' });
+    // The harvester's too, and its reconciles apart from its harvests, at the chart's defaults.
+    const harvester = harvesterDeployment(objects).spec!.template.spec!.containers[0]!;
+    expect(harvester.env).toContainEqual({ name: 'NODE_OPTIONS', value: '--max-semi-space-size=4' });
+    expect(harvester.args).toEqual(expect.arrayContaining(['--concurrency=4', '--reconciles=16']));
 
     // The webhook's Service (the harvester's metrics Service is the other one).
     const svc = one<{ spec: { ports: Array<{ port: number; targetPort: string }>; selector: Record<string, string> } }>(objects, 'Service', 'jh-jobharvest');
